@@ -1,0 +1,89 @@
+"""The ``tailguard`` command: render manifests, write the CRD, run the operator."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from tailguard.api.crd import build_crd
+from tailguard.k8s.render import render_all
+from tailguard.manifests import ManifestError, dump_yaml, load_inference_services
+
+EXIT_INVALID = 2
+
+
+def _render(args: argparse.Namespace) -> int:
+    try:
+        services = load_inference_services(Path(args.file))
+    except ManifestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    objects = [obj for isvc in services for obj in render_all(isvc, with_pod_monitor=args.pod_monitor)]
+    sys.stdout.write(dump_yaml(objects))
+    return 0
+
+
+def crd_yaml() -> str:
+    """The CRD as written to ``crds/``."""
+    header = "# Generated from the pydantic models by `make crds`; do not edit.\n"
+    return header + yaml.safe_dump(build_crd(), sort_keys=False)
+
+
+def _crds(args: argparse.Namespace) -> int:
+    text = crd_yaml()
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tailguard.dev_inferenceservices.yaml").write_text(text, encoding="utf-8")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tailguard.handlers.main import run_operator
+
+    return run_operator(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="tailguard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    render = sub.add_parser("render", help="print the Kubernetes objects the operator would create")
+    render.add_argument("-f", "--file", required=True, help="YAML file with InferenceService manifests")
+    render.add_argument(
+        "--no-pod-monitor",
+        dest="pod_monitor",
+        action="store_false",
+        help="leave out the PodMonitor (clusters without the Prometheus Operator)",
+    )
+    render.set_defaults(func=_render)
+
+    crds = sub.add_parser("crds", help="print the CustomResourceDefinition (or write it to --out)")
+    crds.add_argument("--out", help="directory to write the CRD file into")
+    crds.set_defaults(func=_crds)
+
+    run = sub.add_parser("run", help="run the operator against the current kubeconfig or in-cluster")
+    from tailguard.handlers.options import add_arguments as add_run_arguments
+
+    add_run_arguments(run)
+    run.set_defaults(func=_run)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tailguard`` console script."""
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Names, labels and bucket bounds of the vLLM (V1 engine) metrics tailguard relies on.
+
+Figures are those of vLLM 0.33 (``vllm/v1/metrics/loggers.py`` and ``buckets.py``). The engine test
+tier checks them against a real server's ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class VllmMetric(StrEnum):
+    """Metric family names as exposed on ``/metrics`` (counters carry ``_total``)."""
+
+    TTFT = "vllm:time_to_first_token_seconds"
+    TPOT = "vllm:request_time_per_output_token_seconds"
+    INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
+    E2E_LATENCY = "vllm:e2e_request_latency_seconds"
+    QUEUE_TIME = "vllm:request_queue_time_seconds"
+    RUNNING = "vllm:num_requests_running"
+    WAITING = "vllm:num_requests_waiting"
+    KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
+    KV_CACHE_USAGE_LEGACY = "vllm:gpu_cache_usage_perc"
+    PREEMPTIONS = "vllm:num_preemptions_total"
+    PROMPT_TOKENS = "vllm:prompt_tokens_total"
+    GENERATION_TOKENS = "vllm:generation_tokens_total"
+    REQUEST_SUCCESS = "vllm:request_success_total"
+
+
+#: Labels every engine metric carries.
+MODEL_NAME_LABEL: Final = "model_name"
+ENGINE_LABEL: Final = "engine"
+
+#: Both names of the KV-cache usage gauge (a 0..1 fraction); older releases used the legacy one.
+KV_CACHE_USAGE_METRICS: Final = (VllmMetric.KV_CACHE_USAGE, VllmMetric.KV_CACHE_USAGE_LEGACY)
+
+#: Upper bounds (seconds) of ``vllm:time_to_first_token_seconds``; ``+Inf`` is implied.
+TTFT_BUCKETS_S: Final[tuple[float, ...]] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+
+#: Upper bounds (seconds) of the per-output-token histograms (TPOT and inter-token latency).
+TPOT_BUCKETS_S: Final[tuple[float, ...]] = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+
+#: Upper bounds (seconds) of the request-level histograms (e2e, queue, prefill, decode time).
+E2E_BUCKETS_S: Final[tuple[float, ...]] = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip

@@ -1,0 +1,1 @@
+"""kopf wiring: a few lines per handler around the plain functions in ``tailguard.reconcile``."""

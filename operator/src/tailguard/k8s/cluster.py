@@ -1,0 +1,197 @@
+"""The seam between tailguard and the API server: a small protocol, its real adapter and a fake.
+
+Reconcile code depends only on :class:`ClusterAPI`; tests pass :class:`FakeCluster`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+Manifest = dict[str, Any]
+
+
+class ClusterAPI(Protocol):
+    """What reconciliation needs from Kubernetes."""
+
+    def apply(self, manifest: Manifest) -> Manifest:
+        """Server-side apply ``manifest`` as tailguard's field manager, taking ownership of its fields."""
+        ...
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
+        """One object, or None when it does not exist."""
+        ...
+
+    def list(
+        self, api_version: str, kind: str, namespace: str, selector: Mapping[str, str]
+    ) -> list[Manifest]:
+        """Objects of a kind in a namespace whose labels match ``selector``."""
+        ...
+
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the cluster serves this kind (e.g. the Prometheus Operator's PodMonitor)."""
+        ...
+
+    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: Manifest) -> None:
+        """Merge-patch the status subresource."""
+        ...
+
+    def patch_metadata(
+        self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest
+    ) -> None:
+        """Merge-patch metadata (labels, annotations)."""
+        ...
+
+
+def _key(api_version: str, kind: str, namespace: str, name: str) -> tuple[str, str, str, str]:
+    return (api_version, kind, namespace, name)
+
+
+def _labels_match(obj: Manifest, selector: Mapping[str, str]) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _merge(base: Manifest, patch: Mapping[str, Any]) -> Manifest:
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+class FakeCluster:
+    """An in-memory :class:`ClusterAPI` for unit tests: apply replaces what tailguard owns."""
+
+    def __init__(self, kinds: set[tuple[str, str]] | None = None) -> None:
+        self.objects: dict[tuple[str, str, str, str], Manifest] = {}
+        self.applied: list[Manifest] = []
+        self.kinds = kinds if kinds is not None else {("apps/v1", "Deployment"), ("v1", "Service")}
+
+    def add(self, obj: Manifest) -> None:
+        """Store an object as if another client had created it."""
+        meta = obj["metadata"]
+        self.objects[_key(obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])] = (
+            copy.deepcopy(obj)
+        )
+
+    def apply(self, manifest: Manifest) -> Manifest:
+        meta = manifest["metadata"]
+        key = _key(manifest["apiVersion"], manifest["kind"], meta.get("namespace", ""), meta["name"])
+        live = self.objects.get(key, {})
+        merged = _merge(live, manifest)
+        self.objects[key] = merged
+        self.applied.append(copy.deepcopy(manifest))
+        return copy.deepcopy(merged)
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
+        obj = self.objects.get(_key(api_version, kind, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def list(
+        self, api_version: str, kind: str, namespace: str, selector: Mapping[str, str]
+    ) -> list[Manifest]:
+        return [
+            copy.deepcopy(o)
+            for (v, k, ns, _), o in sorted(self.objects.items())
+            if (v, k, ns) == (api_version, kind, namespace) and _labels_match(o, selector)
+        ]
+
+    def serves(self, api_version: str, kind: str) -> bool:
+        return (api_version, kind) in self.kinds
+
+    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: Manifest) -> None:
+        key = _key(api_version, kind, namespace, name)
+        obj = self.objects.setdefault(
+            key, {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+        )
+        obj["status"] = _merge(obj.get("status") or {}, status)
+
+    def patch_metadata(
+        self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest
+    ) -> None:
+        key = _key(api_version, kind, namespace, name)
+        obj = self.objects.setdefault(
+            key, {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+        )
+        obj["metadata"] = _merge(obj.get("metadata") or {}, metadata)
+
+
+class KubernetesCluster:
+    """:class:`ClusterAPI` over the official client's dynamic API (server-side apply)."""
+
+    def __init__(self, field_manager: str, api_client: Any | None = None) -> None:
+        from kubernetes import client, dynamic
+
+        self._field_manager = field_manager
+        self._api_client = api_client or client.ApiClient()
+        self._dynamic = dynamic.DynamicClient(self._api_client)  # type: ignore[no-untyped-call]
+        self._served: dict[tuple[str, str], bool] = {}
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def apply(self, manifest: Manifest) -> Manifest:
+        meta = manifest["metadata"]
+        result = self._resource(manifest["apiVersion"], manifest["kind"]).server_side_apply(
+            body=manifest,
+            name=meta["name"],
+            namespace=meta.get("namespace"),
+            field_manager=self._field_manager,
+            force_conflicts=True,
+        )
+        out: Manifest = result.to_dict()
+        return out
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        try:
+            out: Manifest = self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+        return out
+
+    def list(
+        self, api_version: str, kind: str, namespace: str, selector: Mapping[str, str]
+    ) -> list[Manifest]:
+        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        result = self._resource(api_version, kind).get(namespace=namespace, label_selector=label_selector)
+        items: list[Manifest] = result.to_dict().get("items", [])
+        return items
+
+    def serves(self, api_version: str, kind: str) -> bool:
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        key = (api_version, kind)
+        if not self._served.get(key):
+            try:
+                self._resource(api_version, kind)
+                self._served[key] = True
+            except ResourceNotFoundError:
+                self._dynamic.resources.invalidate_cache()
+                return False
+        return True
+
+    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: Manifest) -> None:
+        self._resource(api_version, kind).status.patch(
+            body={"status": status},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )
+
+    def patch_metadata(
+        self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest
+    ) -> None:
+        self._resource(api_version, kind).patch(
+            body={"metadata": metadata},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )

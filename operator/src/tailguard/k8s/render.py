@@ -1,0 +1,277 @@
+"""Pure renderers: an InferenceService in, the Kubernetes objects that serve it out.
+
+Nothing here talks to the API server; the same functions back ``tailguard render`` and the operator.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+from tailguard.api import InferenceService
+from tailguard.api.resource import API_VERSION, KIND
+from tailguard.k8s.labels import PROMETHEUS_SERVICE_LABEL, SERVICE_LABEL, common_labels, selector_labels
+
+Manifest = dict[str, Any]
+
+HTTP_PORT: Final = 8000
+PORT_NAME: Final = "http"
+CONTAINER_NAME: Final = "vllm"
+#: Seconds between the end of vLLM's drain and SIGKILL, for the process to exit cleanly.
+GRACE_MARGIN_S: Final = 15
+STARTUP_PROBE_PERIOD_S: Final = 10
+
+
+def owner_reference(isvc: InferenceService) -> Manifest | None:
+    """The controller owner reference to the InferenceService (None before it has a uid)."""
+    if not isvc.metadata.uid:
+        return None
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": isvc.metadata.name,
+        "uid": isvc.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(isvc: InferenceService) -> Manifest:
+    meta: Manifest = {
+        "name": isvc.metadata.name,
+        "namespace": isvc.metadata.namespace,
+        "labels": common_labels(isvc.metadata.name),
+    }
+    owner = owner_reference(isvc)
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return meta
+
+
+def vllm_args(isvc: InferenceService, max_num_seqs: int) -> list[str]:
+    """Arguments of ``vllm serve`` (the image's entrypoint), model first."""
+    engine = isvc.spec.engine
+    args = [
+        isvc.spec.model.name,
+        "--served-model-name",
+        isvc.served_name,
+        "--port",
+        str(HTTP_PORT),
+        "--max-num-seqs",
+        str(max_num_seqs),
+        "--max-num-batched-tokens",
+        str(engine.max_num_batched_tokens),
+        "--gpu-memory-utilization",
+        f"{engine.gpu_memory_utilization:g}",
+        "--tensor-parallel-size",
+        str(engine.tensor_parallel_size),
+        "--shutdown-timeout",
+        str(engine.shutdown_timeout_seconds),
+    ]
+    if engine.max_model_len is not None:
+        args += ["--max-model-len", str(engine.max_model_len)]
+    return args + list(engine.extra_args)
+
+
+def _env(isvc: InferenceService) -> list[Manifest]:
+    env: list[Manifest] = []
+    token = isvc.spec.model.token_secret_ref
+    if token is not None:
+        env.append(
+            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}}
+        )
+    cache = isvc.spec.model.cache
+    if cache is not None:
+        env.append({"name": "HF_HOME", "value": cache.mount_path})
+    for var in isvc.spec.engine.env:
+        env.append(var.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return env
+
+
+def _volumes(isvc: InferenceService) -> tuple[list[Manifest], list[Manifest]]:
+    volumes: list[Manifest] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": isvc.spec.resources.shm_size}}
+    ]
+    mounts: list[Manifest] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    cache = isvc.spec.model.cache
+    if cache is not None:
+        volumes.append(
+            {
+                "name": "model-cache",
+                "persistentVolumeClaim": {"claimName": cache.claim_name, "readOnly": cache.read_only},
+            }
+        )
+        mounts.append({"name": "model-cache", "mountPath": cache.mount_path, "readOnly": cache.read_only})
+    return volumes, mounts
+
+
+def _probes(isvc: InferenceService) -> Manifest:
+    http_get = {"path": "/health", "port": PORT_NAME}
+    startup_failures = math.ceil(isvc.spec.engine.startup_timeout_seconds / STARTUP_PROBE_PERIOD_S)
+    return {
+        # The HTTP server starts only once weights are loaded: a startup probe absorbs the load time.
+        "startupProbe": {
+            "httpGet": http_get,
+            "periodSeconds": STARTUP_PROBE_PERIOD_S,
+            "failureThreshold": startup_failures,
+            "timeoutSeconds": 5,
+        },
+        "readinessProbe": {
+            "httpGet": http_get,
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+            "timeoutSeconds": 5,
+        },
+        "livenessProbe": {
+            "httpGet": http_get,
+            "periodSeconds": 15,
+            "failureThreshold": 4,
+            "timeoutSeconds": 10,
+        },
+    }
+
+
+def _resources(isvc: InferenceService) -> Manifest:
+    res = isvc.spec.resources
+    gpus = str(res.gpus)
+    return {
+        "requests": {"cpu": res.cpu, "memory": res.memory, res.gpu_resource_name: gpus},
+        "limits": {"memory": res.memory, res.gpu_resource_name: gpus},
+    }
+
+
+def render_deployment(isvc: InferenceService, *, replicas: int, max_num_seqs: int) -> Manifest:
+    """The vLLM Deployment for ``isvc`` at the given size and max batch."""
+    name = isvc.metadata.name
+    volumes, mounts = _volumes(isvc)
+    engine = isvc.spec.engine
+    container: Manifest = {
+        "name": CONTAINER_NAME,
+        "image": engine.image,
+        "args": vllm_args(isvc, max_num_seqs),
+        "ports": [{"name": PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}],
+        "env": _env(isvc),
+        "resources": _resources(isvc),
+        "volumeMounts": mounts,
+        **_probes(isvc),
+    }
+    pod_spec: Manifest = {
+        "containers": [container],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": engine.shutdown_timeout_seconds + GRACE_MARGIN_S,
+    }
+    placement = isvc.spec.resources
+    if placement.node_selector:
+        pod_spec["nodeSelector"] = dict(placement.node_selector)
+    if placement.tolerations:
+        pod_spec["tolerations"] = [
+            t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in placement.tolerations
+        ]
+    if placement.affinity:
+        pod_spec["affinity"] = placement.affinity
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(isvc),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector_labels(name)},
+            # GPUs are scarce: a surge pod would sit Pending, so replace one replica at a time.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "progressDeadlineSeconds": engine.startup_timeout_seconds + 300,
+            "revisionHistoryLimit": 3,
+            "template": {
+                "metadata": {"labels": common_labels(name)},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def render_service(isvc: InferenceService) -> Manifest:
+    """The ClusterIP Service in front of the replicas (port ``http``, 8000)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(isvc),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(isvc.metadata.name),
+            "ports": [{"name": PORT_NAME, "port": HTTP_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+        },
+    }
+
+
+def render_pod_monitor(isvc: InferenceService, *, scrape_interval_s: int = 15) -> Manifest:
+    """A Prometheus Operator PodMonitor that scrapes every replica's ``/metrics``.
+
+    The relabeling copies the pod's service label into ``inference_service``, the label tailguard's
+    queries group by.
+    """
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": _metadata(isvc),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(isvc.metadata.name)},
+            "podMetricsEndpoints": [
+                {
+                    "port": PORT_NAME,
+                    "path": "/metrics",
+                    "interval": f"{scrape_interval_s}s",
+                    "relabelings": [
+                        {
+                            "sourceLabels": [f"__meta_kubernetes_pod_label_{_label_name(SERVICE_LABEL)}"],
+                            "targetLabel": PROMETHEUS_SERVICE_LABEL,
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _label_name(key: str) -> str:
+    """A Kubernetes label key as Prometheus service discovery exposes it."""
+    return "".join(c if c.isalnum() else "_" for c in key)
+
+
+def desired_replicas_and_batch(isvc: InferenceService) -> tuple[int, int]:
+    """Replicas and max batch to run now.
+
+    In mode Auto, the autoscaler's last applied choice (kept in status), within bounds; otherwise the spec.
+    """
+    spec = isvc.spec
+    status = isvc.status
+    if spec.autoscaling.mode == "Auto":
+        low, high = spec.autoscaling.min_replicas, spec.autoscaling.max_replicas
+        replicas = status.desired_replicas if status.desired_replicas is not None else spec.replicas
+        replicas = min(max(replicas, low), high)
+        batch = status.max_num_seqs if status.max_num_seqs is not None else spec.engine.max_num_seqs
+        batch = min(max(batch, spec.autoscaling.max_batch.min), spec.autoscaling.max_batch.max)
+        if not spec.autoscaling.max_batch.enabled:
+            batch = spec.engine.max_num_seqs
+        return replicas, batch
+    return spec.replicas, spec.engine.max_num_seqs
+
+
+def render_all(isvc: InferenceService, *, with_pod_monitor: bool = True) -> list[Manifest]:
+    """Every object the operator creates for ``isvc``, in apply order."""
+    replicas, batch = desired_replicas_and_batch(isvc)
+    objects = [render_deployment(isvc, replicas=replicas, max_num_seqs=batch), render_service(isvc)]
+    if with_pod_monitor:
+        objects.append(render_pod_monitor(isvc))
+    return objects
+
+
+__all__ = [
+    "SERVICE_LABEL",
+    "Manifest",
+    "desired_replicas_and_batch",
+    "owner_reference",
+    "render_all",
+    "render_deployment",
+    "render_pod_monitor",
+    "render_service",
+    "vllm_args",
+]

@@ -1,0 +1,63 @@
+"""Reading InferenceService manifests from YAML files, with errors people can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tailguard.api import KIND, InferenceService, InvalidResourceError, parse_inference_service
+
+
+class ManifestError(Exception):
+    """A manifest file that cannot be read or does not hold valid InferenceServices."""
+
+
+def _documents(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        yield from enumerate(d for d in yaml.safe_load_all(text) if d is not None)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML: {exc}") from None
+
+
+def load_inference_services(path: Path) -> list[InferenceService]:
+    """Every InferenceService in a (multi-document) YAML file; other kinds are skipped.
+
+    Raises :class:`ManifestError` naming the file, the document, the object and each bad field.
+    """
+    services: list[InferenceService] = []
+    problems: list[str] = []
+    for index, doc in _documents(path):
+        if not isinstance(doc, dict):
+            problems.append(f"{path}: document {index + 1}: expected a mapping, found {type(doc).__name__}")
+            continue
+        if doc.get("kind") != KIND:
+            continue
+        name = (doc.get("metadata") or {}).get("name", f"document {index + 1}")
+        try:
+            services.append(parse_inference_service(doc))
+        except InvalidResourceError as exc:
+            problems.extend(f"{path}: {KIND} {name}: {error}" for error in exc.errors)
+    if problems:
+        raise ManifestError("\n".join(problems))
+    if not services:
+        raise ManifestError(f"{path}: no {KIND} found")
+    return services
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes repeated sub-objects out in full: anchors confuse people reading manifests."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(objects: list[Any]) -> str:
+    """Objects as a multi-document YAML stream, keys in the order given."""
+    return yaml.dump_all(objects, Dumper=_NoAliasDumper, sort_keys=False, explicit_start=True)

@@ -1,0 +1,1 @@
+"""Reconciliation: create or patch children, derive status, explain what happened. Idempotent."""

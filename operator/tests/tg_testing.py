@@ -1,0 +1,25 @@
+"""Shared helpers for the unit tests (on pytest's pythonpath)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def manifest(**spec: Any) -> dict[str, Any]:
+    """A minimal valid InferenceService manifest with ``spec`` overrides."""
+    return {
+        "apiVersion": "tailguard.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": "team-a", "uid": "uid-1", "generation": 1},
+        "spec": {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, **spec},
+    }
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
