@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tg_testing import manifest
 
 from tailguard.api import AutoscalingMode, InvalidResourceError, parse_inference_service
+from tg_testing import manifest
 
 
 def test_defaults_suit_an_8b_model_on_one_h100() -> None:
@@ -28,7 +28,11 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("negative ttft", {"slo": {"ttftP99Ms": -1}}, "spec.slo.ttftP99Ms"),
     ("zero tpot", {"slo": {"tpotP99Ms": 0}}, "spec.slo.tpotP99Ms"),
     ("min above max", {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "spec.autoscaling.minReplicas"),
-    ("batch bounds reversed", {"autoscaling": {"maxBatch": {"min": 64, "max": 32}}}, "autoscaling.maxBatch.min"),
+    (
+        "batch bounds reversed",
+        {"autoscaling": {"maxBatch": {"min": 64, "max": 32}}},
+        "autoscaling.maxBatch.min",
+    ),
     ("tp above gpus", {"engine": {"tensorParallelSize": 4}, "resources": {"gpus": 2}}, "resources.gpus"),
     ("unknown mode", {"autoscaling": {"mode": "Sometimes"}}, "spec.autoscaling.mode"),
     ("unknown field", {"engine": {"maxBatch": 3}}, "spec.engine.maxBatch"),
