@@ -28,6 +28,9 @@ class VllmMetric(StrEnum):
     REQUEST_SUCCESS = "vllm:request_success_total"
 
 
+#: The label tailguard's scrape configuration adds to every series: the InferenceService's name.
+SERVICE_LABEL: Final = "inference_service"
+
 #: Labels every engine metric carries.
 MODEL_NAME_LABEL: Final = "model_name"
 ENGINE_LABEL: Final = "engine"

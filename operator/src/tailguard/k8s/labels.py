@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from tailguard.contract import vllm as contract
+
 SERVICE_LABEL: Final = "tailguard.dev/inference-service"
 #: The Prometheus label that carries the InferenceService name (set by the PodMonitor's relabeling).
-PROMETHEUS_SERVICE_LABEL: Final = "inference_service"
+PROMETHEUS_SERVICE_LABEL: Final = contract.SERVICE_LABEL
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "tailguard"
 FIELD_MANAGER: Final = "tailguard"

@@ -1,0 +1,115 @@
+"""PromQL for every InferenceService at once: one query per signal per cycle, grouped by service.
+
+The builders are pure functions of a :class:`QueryScope`; they never embed a service name, so the
+number of queries does not grow with the number of services.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tailguard.contract.vllm import KV_CACHE_USAGE_METRICS, SERVICE_LABEL, VllmMetric
+
+
+class Signal(StrEnum):
+    """What one query measures; also the label of the operator's query-error counter."""
+
+    TTFT_BUCKETS = "ttft_buckets"
+    TPOT_BUCKETS = "tpot_buckets"
+    REQUEST_RATE = "request_rate"
+    PROMPT_TOKEN_RATE = "prompt_token_rate"
+    GENERATION_TOKEN_RATE = "generation_token_rate"
+    RUNNING = "running"
+    WAITING = "waiting"
+    KV_CACHE_USAGE = "kv_cache_usage"
+    PREEMPTION_RATE = "preemption_rate"
+    REPORTING_PODS = "reporting_pods"
+    LAST_SAMPLE = "last_sample"
+
+
+def escape_label_value(value: str) -> str:
+    """A label value quoted for a PromQL matcher (backslash, quote and newline escaped)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+@dataclass(frozen=True)
+class QueryScope:
+    """Which series the queries read and how they group them."""
+
+    service_label: str = SERVICE_LABEL
+    namespace_label: str = "namespace"
+    #: Namespaces to read; empty means every namespace.
+    namespaces: tuple[str, ...] = ()
+    #: The ``rate()`` window; it must span at least two scrape intervals.
+    rate_window: str = "2m"
+    extra_matchers: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def group(self) -> str:
+        return f"{self.namespace_label}, {self.service_label}"
+
+    def selector(self, metric_regex: str | None = None) -> str:
+        """The label matchers every query uses, optionally with a ``__name__`` regex."""
+        parts = []
+        if metric_regex is not None:
+            parts.append(f"__name__=~{escape_label_value(metric_regex)}")
+        parts.append(f'{self.service_label}!=""')
+        if self.namespaces:
+            alternatives = "|".join(_regex_escape(n) for n in sorted(self.namespaces))
+            parts.append(f"{self.namespace_label}=~{escape_label_value(alternatives)}")
+        parts += [f"{k}={escape_label_value(v)}" for k, v in self.extra_matchers]
+        return "{" + ", ".join(parts) + "}"
+
+
+def _regex_escape(value: str) -> str:
+    return "".join("\\" + c if c in ".+*?()|[]{}^$\\" else c for c in value)
+
+
+def histogram_buckets(scope: QueryScope, family: VllmMetric) -> str:
+    """Per-service bucket rates of a histogram family, kept by ``le`` so any SLO can be read off them."""
+    return f"sum by ({scope.group}, le) (rate({family.value}_bucket{scope.selector()}[{scope.rate_window}]))"
+
+
+def counter_rate(scope: QueryScope, counter: VllmMetric) -> str:
+    """Per-service rate of a counter, summed over pods and engines."""
+    return f"sum by ({scope.group}) (rate({counter.value}{scope.selector()}[{scope.rate_window}]))"
+
+
+def gauge_sum(scope: QueryScope, gauge: VllmMetric) -> str:
+    """Per-service sum of a gauge over pods and engines."""
+    return f"sum by ({scope.group}) ({gauge.value}{scope.selector()})"
+
+
+def kv_cache_usage(scope: QueryScope) -> str:
+    """Per-service mean KV-cache use; accepts the current and the legacy gauge name."""
+    names = "|".join(_regex_escape(m.value) for m in KV_CACHE_USAGE_METRICS)
+    return f"avg by ({scope.group}) ({scope.selector(names)})"
+
+
+def reporting_pods(scope: QueryScope) -> str:
+    """How many engine series report per service (a pod that stopped reporting shows here)."""
+    return f"count by ({scope.group}) ({VllmMetric.RUNNING.value}{scope.selector()})"
+
+
+def last_sample(scope: QueryScope) -> str:
+    """Newest sample time per service, to tell fresh data from stale."""
+    return f"max by ({scope.group}) (timestamp({VllmMetric.RUNNING.value}{scope.selector()}))"
+
+
+def all_queries(scope: QueryScope) -> dict[Signal, str]:
+    """Every query of one cycle, by signal."""
+    return {
+        Signal.TTFT_BUCKETS: histogram_buckets(scope, VllmMetric.TTFT),
+        Signal.TPOT_BUCKETS: histogram_buckets(scope, VllmMetric.TPOT),
+        Signal.REQUEST_RATE: counter_rate(scope, VllmMetric.REQUEST_SUCCESS),
+        Signal.PROMPT_TOKEN_RATE: counter_rate(scope, VllmMetric.PROMPT_TOKENS),
+        Signal.GENERATION_TOKEN_RATE: counter_rate(scope, VllmMetric.GENERATION_TOKENS),
+        Signal.RUNNING: gauge_sum(scope, VllmMetric.RUNNING),
+        Signal.WAITING: gauge_sum(scope, VllmMetric.WAITING),
+        Signal.KV_CACHE_USAGE: kv_cache_usage(scope),
+        Signal.PREEMPTION_RATE: counter_rate(scope, VllmMetric.PREEMPTIONS),
+        Signal.REPORTING_PODS: reporting_pods(scope),
+        Signal.LAST_SAMPLE: last_sample(scope),
+    }

@@ -1,0 +1,66 @@
+"""Prometheus query results parsed into numbers per service, with odd values handled on purpose."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ServiceKey = tuple[str, str]  # (namespace, inference service name)
+
+
+class QueryError(Exception):
+    """Prometheus could not answer a query (unreachable, timeout, bad response, error status)."""
+
+
+def parse_sample_value(raw: Any) -> float:
+    """A sample value as Prometheus sends it (a string, possibly ``NaN`` or ``+Inf``) as a float."""
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+@dataclass
+class SeriesByService:
+    """One signal's values: for each service, a value (or, for histograms, buckets by ``le``)."""
+
+    values: dict[ServiceKey, float] = field(default_factory=dict)
+    buckets: dict[ServiceKey, list[tuple[float, float]]] = field(default_factory=dict)
+    times: dict[ServiceKey, float] = field(default_factory=dict)
+    duplicates: int = 0
+
+
+def group_vector(
+    result: Sequence[Mapping[str, Any]], *, namespace_label: str, service_label: str
+) -> SeriesByService:
+    """Group an instant-vector result by (namespace, service).
+
+    Series without the grouping labels are dropped. A histogram's series (with ``le``) become bucket
+    lists. A second series for the same service and bucket is counted as a duplicate and ignored,
+    so one misconfigured scrape cannot double a service's rate.
+    """
+    grouped = SeriesByService()
+    seen: set[tuple[ServiceKey, str | None]] = set()
+    for series in result:
+        labels = series.get("metric") or {}
+        namespace, service = labels.get(namespace_label), labels.get(service_label)
+        if not namespace or not service:
+            continue
+        key: ServiceKey = (namespace, service)
+        le = labels.get("le")
+        if (key, le) in seen:
+            grouped.duplicates += 1
+            continue
+        seen.add((key, le))
+        timestamp, raw = series.get("value") or (math.nan, "NaN")
+        value = parse_sample_value(raw)
+        grouped.times[key] = max(grouped.times.get(key, -math.inf), parse_sample_value(timestamp))
+        if le is None:
+            grouped.values[key] = value
+        else:
+            grouped.buckets.setdefault(key, []).append((parse_sample_value(le), value))
+    for bucket_list in grouped.buckets.values():
+        bucket_list.sort()
+    return grouped

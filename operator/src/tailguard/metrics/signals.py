@@ -1,0 +1,132 @@
+"""One cycle of reads: every signal queried once, then turned into figures per service and SLO."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+
+from tailguard.contract.histogram import fraction_at_or_below, histogram_quantile
+from tailguard.metrics.prometheus import PrometheusSource
+from tailguard.metrics.promql import QueryScope, Signal, all_queries
+from tailguard.metrics.results import QueryError, SeriesByService, ServiceKey, group_vector
+
+
+@dataclass
+class Cycle:
+    """What one cycle read: each signal's series, the errors, and when it was read."""
+
+    at: float
+    series: dict[Signal, SeriesByService] = field(default_factory=dict)
+    errors: dict[Signal, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+async def read_cycle(source: PrometheusSource, scope: QueryScope, *, at: float) -> Cycle:
+    """Run every query of ``scope`` concurrently; a failed query is recorded, never raised."""
+    queries = all_queries(scope)
+    cycle = Cycle(at=at)
+
+    async def one(signal: Signal, promql: str) -> None:
+        try:
+            vector = await source.query(promql, at=at)
+        except QueryError as exc:
+            cycle.errors[signal] = str(exc)
+            return
+        cycle.series[signal] = group_vector(
+            vector, namespace_label=scope.namespace_label, service_label=scope.service_label
+        )
+
+    await asyncio.gather(*(one(s, q) for s, q in queries.items()))
+    return cycle
+
+
+@dataclass(frozen=True)
+class ServiceSignals:
+    """The figures of one service in one cycle; ``None`` means not measured (never zero by default)."""
+
+    p99_ttft_s: float | None = None
+    p99_tpot_s: float | None = None
+    ttft_within_slo: float | None = None
+    tpot_within_slo: float | None = None
+    goodput: float | None = None
+    request_rate: float | None = None
+    prompt_token_rate: float | None = None
+    generation_token_rate: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemption_rate: float | None = None
+    reporting_pods: int = 0
+    sample_time: float | None = None
+    errors: tuple[str, ...] = ()
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _value(cycle: Cycle, signal: Signal, key: ServiceKey) -> float | None:
+    series = cycle.series.get(signal)
+    return _finite(series.values.get(key)) if series is not None else None
+
+
+def _buckets(cycle: Cycle, signal: Signal, key: ServiceKey) -> list[tuple[float, float]] | None:
+    series = cycle.series.get(signal)
+    buckets = series.buckets.get(key) if series is not None else None
+    if not buckets or not any(math.isinf(le) for le, _ in buckets):
+        return None
+    return buckets
+
+
+def joint_goodput(
+    ttft_within: float | None, tpot_within: float | None, *, tpot_declared: bool
+) -> float | None:
+    """Fraction of requests meeting every declared SLO.
+
+    With one SLO it is that SLO's fraction. With TTFT and TPOT, separate histograms cannot give the
+    joint fraction; ``P(a) + P(b) - 1`` is its lower bound, and tailguard is judged against that
+    bound so that it errs on the side of the SLO.
+    """
+    if ttft_within is None:
+        return None
+    if not tpot_declared:
+        return ttft_within
+    if tpot_within is None:
+        return None
+    return max(0.0, ttft_within + tpot_within - 1.0)
+
+
+def signals_for(
+    cycle: Cycle, key: ServiceKey, *, ttft_slo_s: float, tpot_slo_s: float | None
+) -> ServiceSignals:
+    """The figures of service ``key`` against its own SLOs.
+
+    p99 is interpolated inside a bucket as ``histogram_quantile`` does; the fraction within an SLO
+    is exact when the SLO is a bucket edge and linearly interpolated between edges otherwise.
+    """
+    ttft = _buckets(cycle, Signal.TTFT_BUCKETS, key)
+    tpot = _buckets(cycle, Signal.TPOT_BUCKETS, key)
+    ttft_within = _finite(fraction_at_or_below(ttft_slo_s, ttft)) if ttft else None
+    tpot_within = _finite(fraction_at_or_below(tpot_slo_s, tpot)) if tpot and tpot_slo_s else None
+    pods = _value(cycle, Signal.REPORTING_PODS, key)
+    return ServiceSignals(
+        p99_ttft_s=_finite(histogram_quantile(0.99, ttft)) if ttft else None,
+        p99_tpot_s=_finite(histogram_quantile(0.99, tpot)) if tpot else None,
+        ttft_within_slo=ttft_within,
+        tpot_within_slo=tpot_within,
+        goodput=joint_goodput(ttft_within, tpot_within, tpot_declared=tpot_slo_s is not None),
+        request_rate=_value(cycle, Signal.REQUEST_RATE, key),
+        prompt_token_rate=_value(cycle, Signal.PROMPT_TOKEN_RATE, key),
+        generation_token_rate=_value(cycle, Signal.GENERATION_TOKEN_RATE, key),
+        running=_value(cycle, Signal.RUNNING, key),
+        waiting=_value(cycle, Signal.WAITING, key),
+        kv_cache_usage=_value(cycle, Signal.KV_CACHE_USAGE, key),
+        preemption_rate=_value(cycle, Signal.PREEMPTION_RATE, key),
+        reporting_pods=int(pods) if pods is not None else 0,
+        sample_time=_value(cycle, Signal.LAST_SAMPLE, key),
+        errors=tuple(f"{s}: {e}" for s, e in sorted(cycle.errors.items())),
+    )

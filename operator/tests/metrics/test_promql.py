@@ -1,0 +1,47 @@
+"""PromQL builders: one query per signal for all services, grouped by service, values escaped."""
+
+from __future__ import annotations
+
+from tailguard.contract.vllm import VllmMetric
+from tailguard.metrics.promql import (
+    QueryScope,
+    Signal,
+    all_queries,
+    escape_label_value,
+    histogram_buckets,
+    kv_cache_usage,
+)
+
+
+def test_one_query_per_signal_whatever_the_number_of_services() -> None:
+    queries = all_queries(QueryScope())
+    assert set(queries) == set(Signal)
+    assert all("by (namespace, inference_service" in q for q in queries.values())
+
+
+def test_histogram_query_keeps_le_and_sums_pods_and_engines() -> None:
+    q = histogram_buckets(QueryScope(rate_window="1m"), VllmMetric.TTFT)
+    assert q == (
+        "sum by (namespace, inference_service, le) "
+        '(rate(vllm:time_to_first_token_seconds_bucket{inference_service!=""}[1m]))'
+    )
+
+
+def test_kv_cache_accepts_both_metric_names() -> None:
+    q = kv_cache_usage(QueryScope())
+    assert "vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc" in q
+    assert q.startswith("avg by (namespace, inference_service)")
+
+
+def test_namespaces_are_regex_escaped_and_quoted() -> None:
+    scope = QueryScope(namespaces=("team-a", 'we"ird.ns'))
+    selector = scope.selector()
+    assert 'namespace=~"team-a|we\\"ird\\\\.ns"' in selector
+
+
+def test_escape_label_value() -> None:
+    assert escape_label_value('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
+
+
+def test_extra_matchers() -> None:
+    assert 'job="vllm"' in QueryScope(extra_matchers=(("job", "vllm"),)).selector()

@@ -1,0 +1,170 @@
+"""From query results to per-service figures: NaN, +Inf, empty, duplicate and failing answers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+import pytest
+
+from tailguard.contract.vllm import TTFT_BUCKETS_S
+from tailguard.metrics.prometheus import FakePrometheus, HttpPrometheus, PrometheusSettings
+from tailguard.metrics.promql import QueryScope, Signal, all_queries
+from tailguard.metrics.results import QueryError, group_vector, parse_sample_value
+from tailguard.metrics.signals import joint_goodput, read_cycle, signals_for
+
+KEY = ("team-a", "chat")
+SCOPE = QueryScope()
+
+
+def _series(value: str, le: str | None = None, ns: str = "team-a", svc: str = "chat") -> dict[str, Any]:
+    metric = {"namespace": ns, "inference_service": svc}
+    if le is not None:
+        metric["le"] = le
+    return {"metric": metric, "value": [1000.0, value]}
+
+
+def _ttft_histogram(rates_below: dict[float, float], total: float) -> list[dict[str, Any]]:
+    series = []
+    for bound in TTFT_BUCKETS_S:
+        below = max((v for b, v in rates_below.items() if b <= bound), default=0.0)
+        series.append(_series(str(below), le=repr(bound)))
+    series.append(_series(str(total), le="+Inf"))
+    return series
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("1.5", 1.5), ("NaN", math.nan), ("+Inf", math.inf), (None, math.nan), ("x", math.nan)],
+)
+def test_sample_values(raw: Any, expected: float) -> None:
+    got = parse_sample_value(raw)
+    assert (math.isnan(got) and math.isnan(expected)) or got == expected
+
+
+def test_duplicates_are_counted_and_ignored() -> None:
+    grouped = group_vector(
+        [_series("1"), _series("5")], namespace_label="namespace", service_label="inference_service"
+    )
+    assert grouped.values[KEY] == 1.0
+    assert grouped.duplicates == 1
+
+
+def test_series_without_service_labels_are_dropped() -> None:
+    grouped = group_vector(
+        [{"metric": {"namespace": "x"}, "value": [0, "1"]}],
+        namespace_label="namespace",
+        service_label="inference_service",
+    )
+    assert grouped.values == {}
+
+
+async def test_cycle_reads_every_signal_once_and_computes_against_each_slo() -> None:
+    queries = all_queries(SCOPE)
+    fake = FakePrometheus(
+        {
+            queries[Signal.TTFT_BUCKETS]: _ttft_histogram({0.25: 90.0, 0.5: 95.0, 1.0: 100.0}, 100.0),
+            queries[Signal.REQUEST_RATE]: [_series("10")],
+            queries[Signal.RUNNING]: [_series("NaN")],
+            queries[Signal.WAITING]: [_series("+Inf")],
+            queries[Signal.REPORTING_PODS]: [_series("2")],
+        }
+    )
+    cycle = await read_cycle(fake, SCOPE, at=1000.0)
+    assert sorted(fake.queries) == sorted(queries.values())
+    signals = signals_for(cycle, KEY, ttft_slo_s=0.5, tpot_slo_s=None)
+    assert signals.ttft_within_slo == pytest.approx(0.95)
+    assert signals.goodput == pytest.approx(0.95)
+    # 95% at or below 0.75 s, 100% at 1.0 s: the 99th percentile lies 4/5 into that bucket.
+    assert signals.p99_ttft_s == pytest.approx(0.75 + 0.25 * (99 - 95) / 5)
+    assert signals.request_rate == 10.0
+    assert signals.running is None, "NaN is not a measurement"
+    assert signals.waiting is None, "+Inf is not a measurement"
+    assert signals.reporting_pods == 2
+
+
+async def test_service_without_traffic_has_no_latency_figures_but_no_error() -> None:
+    queries = all_queries(SCOPE)
+    fake = FakePrometheus(
+        {queries[Signal.TTFT_BUCKETS]: _ttft_histogram({}, 0.0), queries[Signal.REQUEST_RATE]: [_series("0")]}
+    )
+    signals = signals_for(await read_cycle(fake, SCOPE, at=0), KEY, ttft_slo_s=0.5, tpot_slo_s=0.05)
+    assert signals.p99_ttft_s is None
+    assert signals.goodput is None
+    assert signals.request_rate == 0.0
+    assert signals.errors == ()
+
+
+async def test_failed_query_is_recorded_not_raised() -> None:
+    queries = all_queries(SCOPE)
+    fake = FakePrometheus({queries[Signal.WAITING]: QueryError("Prometheus unreachable")})
+    cycle = await read_cycle(fake, SCOPE, at=0)
+    assert not cycle.ok
+    assert signals_for(cycle, KEY, ttft_slo_s=0.5, tpot_slo_s=None).errors == (
+        "waiting: Prometheus unreachable",
+    )
+
+
+@pytest.mark.parametrize(
+    ("ttft", "tpot", "declared", "expected"),
+    [
+        (0.99, None, False, 0.99),
+        (0.99, 0.98, True, pytest.approx(0.97)),
+        (0.4, 0.5, True, 0.0),
+        (0.99, None, True, None),
+        (None, 0.9, True, None),
+    ],
+    ids=["ttft-only", "lower-bound", "floored-at-zero", "tpot-missing", "ttft-missing"],
+)
+def test_joint_goodput(ttft: float | None, tpot: float | None, declared: bool, expected: Any) -> None:
+    assert joint_goodput(ttft, tpot, tpot_declared=declared) == expected
+
+
+async def test_http_reader_sends_auth_and_parses_vectors() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(
+            200, json={"status": "success", "data": {"resultType": "vector", "result": [_series("3")]}}
+        )
+
+    reader = HttpPrometheus(
+        PrometheusSettings(url="http://prom:9090/", bearer_token="t0k"),
+        transport=httpx.MockTransport(handler),
+    )
+    result = await reader.query("up", at=12.5)
+    await reader.aclose()
+    assert result == [_series("3")]
+    assert seen[0].headers["Authorization"] == "Bearer t0k"
+    assert seen[0].url.path == "/api/v1/query"
+    assert b"time=12.500" in seen[0].content
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        httpx.Response(503, text="overloaded"),
+        httpx.Response(400, json={"status": "error", "error": "parse error"}),
+        httpx.Response(200, json={"status": "success", "data": {"resultType": "matrix", "result": []}}),
+    ],
+    ids=["not-json", "error-status", "wrong-type"],
+)
+async def test_http_reader_turns_bad_answers_into_query_errors(response: httpx.Response) -> None:
+    reader = HttpPrometheus(
+        PrometheusSettings(url="http://prom"), transport=httpx.MockTransport(lambda _: response)
+    )
+    with pytest.raises(QueryError):
+        await reader.query("up")
+    await reader.aclose()
+
+
+async def test_http_reader_unreachable() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    reader = HttpPrometheus(PrometheusSettings(url="http://prom"), transport=httpx.MockTransport(refuse))
+    with pytest.raises(QueryError, match="unreachable"):
+        await reader.query("up")
+    await reader.aclose()
