@@ -50,6 +50,12 @@ def _run(args: argparse.Namespace) -> int:
     return run_operator(args)
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    from tailguard.fleet import server
+
+    return server.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="tailguard", description=__doc__)
@@ -75,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(run)
     run.set_defaults(func=_run)
 
+    fleet = sub.add_parser("fleet", help="simulate vLLM behind a test cluster's pods and serve their metrics")
+    from tailguard.fleet.server import add_arguments as add_fleet_arguments
+
+    add_fleet_arguments(fleet)
+    fleet.set_defaults(func=_fleet)
     return parser
 
 

@@ -1,0 +1,202 @@
+"""The fleet process: watch the cluster's vLLM pods, simulate them, serve their metrics to Prometheus.
+
+Prometheus finds the pods through a file service-discovery list the fleet rewrites as pods come and
+go, with the same ``namespace``/``pod``/``inference_service`` labels a PodMonitor would attach.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tailguard.fleet.model import Fleet, PodInfo
+from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL, SERVICE_LABEL
+from tailguard.sim.profiles import get_profile
+from tailguard.sim.synthetic import MIXES
+
+log = logging.getLogger("tailguard.fleet")
+
+
+def _arg(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+def pod_info(pod: dict[str, Any]) -> PodInfo | None:
+    """What the fleet needs from a pod manifest (None for pods that are not vLLM replicas)."""
+    meta = pod.get("metadata") or {}
+    service = (meta.get("labels") or {}).get(SERVICE_LABEL)
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if not service or not containers or meta.get("deletionTimestamp"):
+        return None
+    args = [str(a) for a in containers[0].get("args") or []]
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return PodInfo(
+        namespace=str(meta.get("namespace")),
+        name=str(meta.get("name")),
+        service=str(service),
+        model_name=_arg(args, "--served-model-name") or str(service),
+        max_num_seqs=int(_arg(args, "--max-num-seqs") or 256),
+        ready=ready,
+    )
+
+
+class FleetServer:
+    """Threads around a :class:`Fleet`: pod polling, the clock, HTTP, and the discovery file."""
+
+    def __init__(self, fleet: Fleet, *, host: str, port: int, sd_file: Path, list_pods: Any) -> None:
+        self.fleet = fleet
+        self.lock = threading.Lock()
+        self.sd_file = sd_file
+        self.list_pods = list_pods
+        self.stop = threading.Event()
+        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.address = f"{host}:{self.httpd.server_address[1]}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug(format, *args)
+
+            def _send(self, code: int, body: str, content_type: str = "text/plain; version=0.0.4") -> None:
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                parts = self.path.strip("/").split("/")
+                if parts == ["healthz"]:
+                    self._send(200, "ok\n")
+                    return
+                if len(parts) == 3 and parts[0] == "metrics":
+                    with server.lock:
+                        body = server.fleet.metrics(parts[1], parts[2])
+                    if body is not None:
+                        self._send(200, body)
+                        return
+                if parts == ["load"]:
+                    with server.lock:
+                        rates = [
+                            {"namespace": n, "service": s, "rate": r}
+                            for (n, s), r in server.fleet.rates.items()
+                        ]
+                    self._send(200, json.dumps(rates), "application/json")
+                    return
+                self._send(404, "not found\n")
+
+            def do_POST(self) -> None:
+                if self.path.rstrip("/") != "/load":
+                    self._send(404, "not found\n")
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    with server.lock:
+                        server.fleet.set_rate(
+                            str(body["namespace"]), str(body["service"]), float(body["rate"])
+                        )
+                except (KeyError, ValueError, TypeError) as exc:
+                    self._send(400, f"expected {{namespace, service, rate}}: {exc}\n")
+                    return
+                self._send(200, "ok\n")
+
+        return Handler
+
+    def _write_targets(self) -> None:
+        with self.lock:
+            targets = self.fleet.scrape_targets(self.address)
+        text = json.dumps(targets, indent=1, sort_keys=True)
+        if self.sd_file.exists() and self.sd_file.read_text() == text:
+            return
+        tmp = self.sd_file.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.sd_file)
+
+    def _poll_pods(self) -> None:
+        while not self.stop.is_set():
+            try:
+                pods = [info for pod in self.list_pods() if (info := pod_info(pod)) is not None]
+                with self.lock:
+                    self.fleet.sync_pods(pods)
+                self._write_targets()
+            except Exception:  # the API server may restart under a test; keep polling
+                log.exception("listing pods failed")
+            self.stop.wait(1.0)
+
+    def _tick(self, step_s: float = 0.1) -> None:
+        origin = time.monotonic() - self.fleet.clock
+        while not self.stop.is_set():
+            with self.lock:
+                self.fleet.advance(time.monotonic() - origin)
+            self.stop.wait(step_s)
+
+    def serve(self) -> None:
+        """Run until :attr:`stop` is set."""
+        threads = [
+            threading.Thread(target=self._poll_pods, daemon=True),
+            threading.Thread(target=self._tick, daemon=True),
+            threading.Thread(target=self.httpd.serve_forever, daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        log.info("fleet serving metrics on %s, discovery file %s", self.address, self.sd_file)
+        self.stop.wait()
+        self.httpd.shutdown()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``tailguard fleet``."""
+    parser.add_argument("--listen", default="127.0.0.1:0", help="host:port of the metrics server (loopback)")
+    parser.add_argument("--sd-file", required=True, help="Prometheus file_sd JSON to write the targets to")
+    parser.add_argument("--profile", default="h100-llama3-8b", help="engine profile of every replica")
+    parser.add_argument("--mix", default="sharegpt", choices=sorted(MIXES), help="prompt/output token mix")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--rate",
+        action="append",
+        default=[],
+        metavar="NAMESPACE/SERVICE=RPS",
+        help="initial request rate of a service (repeatable); change it later with POST /load",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``tailguard fleet``: serve until interrupted."""
+    from kubernetes import client, config
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config.load_config()  # type: ignore[no-untyped-call]
+    core = client.CoreV1Api()
+
+    def list_pods() -> list[dict[str, Any]]:
+        pods = core.list_pod_for_all_namespaces(label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+        items: list[dict[str, Any]] = client.ApiClient().sanitize_for_serialization(pods).get("items", [])  # type: ignore[no-untyped-call]
+        return items
+
+    fleet = Fleet(get_profile(args.profile), mix=MIXES[args.mix], seed=args.seed)
+    for spec in args.rate:
+        target, _, rate = spec.partition("=")
+        namespace, _, service = target.partition("/")
+        fleet.set_rate(namespace, service, float(rate))
+    host, _, port = args.listen.rpartition(":")
+    server = FleetServer(
+        fleet, host=host or "127.0.0.1", port=int(port), sd_file=Path(args.sd_file), list_pods=list_pods
+    )
+    print(f"fleet listening on {server.address}", flush=True)
+    try:
+        server.serve()
+    except KeyboardInterrupt:
+        server.stop.set()
+    return 0

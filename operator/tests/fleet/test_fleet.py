@@ -1,0 +1,134 @@
+"""The simulated fleet: vLLM-shaped exposition, even spread, pods coming and going."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tailguard.contract.vllm import TTFT_BUCKETS_S
+from tailguard.fleet.model import Fleet, PodInfo
+from tailguard.fleet.server import FleetServer, pod_info
+from tailguard.sim.profiles import get_profile
+
+
+def _pod(name: str, *, ready: bool = True, batch: int = 256) -> PodInfo:
+    return PodInfo("team-a", name, "chat", "chat-model", batch, ready)
+
+
+def _fleet(rate: float = 20.0) -> Fleet:
+    fleet = Fleet(get_profile("h100-llama3-8b"), seed=7)
+    fleet.set_rate("team-a", "chat", rate)
+    return fleet
+
+
+def _families(text: str) -> dict[str, list[tuple[str, dict[str, str], float]]]:
+    return {
+        f.name: [(s.name, s.labels, s.value) for s in f.samples] for f in text_string_to_metric_families(text)
+    }
+
+
+def test_exposition_has_the_names_labels_and_buckets_of_vllm() -> None:
+    fleet = _fleet()
+    fleet.sync_pods([_pod("chat-a")])
+    fleet.advance(30.0)
+    families = _families(fleet.metrics("team-a", "chat-a") or "")
+    ttft = families["vllm:time_to_first_token_seconds"]
+    bounds = [float(labels["le"]) for name, labels, _ in ttft if name.endswith("_bucket")]
+    assert bounds == [*TTFT_BUCKETS_S, float("inf")]
+    assert all(labels["model_name"] == "chat-model" and labels["engine"] == "0" for _, labels, _ in ttft)
+    assert "vllm:request_time_per_output_token_seconds" in families
+    assert "vllm:kv_cache_usage_perc" in families
+    finished = [
+        v for name, labels, v in families["vllm:request_success"] if labels.get("finished_reason") == "stop"
+    ]
+    assert finished[0] > 400, "about 20 req/s for 30 s"
+
+
+def test_load_is_spread_evenly_over_ready_pods() -> None:
+    fleet = _fleet()
+    fleet.sync_pods([_pod("chat-a"), _pod("chat-b"), _pod("chat-c", ready=False)])
+    fleet.advance(60.0)
+    counts = []
+    for pod in ("chat-a", "chat-b"):
+        samples = _families(fleet.metrics("team-a", pod) or "")["vllm:request_success"]
+        counts.append(sum(v for _, _, v in samples))
+    # Arrivals alternate between the pods; finished counts differ only by what is still in flight.
+    assert abs(counts[0] - counts[1]) <= 0.02 * max(counts)
+    assert fleet.metrics("team-a", "chat-c") is None
+
+
+def test_no_ready_pod_means_dropped_requests() -> None:
+    fleet = _fleet()
+    fleet.advance(10.0)
+    assert fleet.dropped[("team-a", "chat")] > 100
+
+
+def test_a_max_batch_change_restarts_the_engine() -> None:
+    fleet = _fleet()
+    fleet.sync_pods([_pod("chat-a", batch=256)])
+    fleet.advance(20.0)
+    fleet.sync_pods([_pod("chat-a", batch=32)])
+    text = fleet.metrics("team-a", "chat-a") or ""
+    assert 'vllm:prompt_tokens_total{model_name="chat-model",engine="0"} 0.0' in text
+
+
+def test_pod_info_reads_args_and_readiness() -> None:
+    pod = {
+        "metadata": {
+            "name": "chat-x",
+            "namespace": "team-a",
+            "labels": {"tailguard.dev/inference-service": "chat"},
+        },
+        "spec": {"containers": [{"args": ["m", "--served-model-name", "served", "--max-num-seqs", "64"]}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    assert pod_info(pod) == PodInfo("team-a", "chat-x", "chat", "served", 64, True)
+    assert pod_info({"metadata": {"name": "other"}}) is None
+
+
+def test_server_serves_metrics_load_and_discovery(tmp_path: Path) -> None:
+    fleet = _fleet(rate=0.0)
+    pods = [
+        {
+            "metadata": {
+                "name": "chat-a",
+                "namespace": "team-a",
+                "labels": {"tailguard.dev/inference-service": "chat"},
+            },
+            "spec": {"containers": [{"args": ["m", "--max-num-seqs", "64"]}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    ]
+    sd = tmp_path / "targets.json"
+    server = FleetServer(fleet, host="127.0.0.1", port=0, sd_file=sd, list_pods=lambda: pods)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        for _ in range(50):
+            if sd.exists():
+                break
+            server.stop.wait(0.1)
+        targets = json.loads(sd.read_text())
+        assert targets[0]["labels"]["inference_service"] == "chat"
+        base = f"http://{server.address}"
+        body = (
+            urllib.request.urlopen(f"{base}{targets[0]['labels']['__metrics_path__']}", timeout=5)
+            .read()
+            .decode()
+        )
+        assert "vllm:num_requests_running" in body
+        request = urllib.request.Request(
+            f"{base}/load",
+            data=json.dumps({"namespace": "team-a", "service": "chat", "rate": 5}).encode(),
+            method="POST",
+        )
+        assert urllib.request.urlopen(request, timeout=5).status == 200
+        assert fleet.rates[("team-a", "chat")] == 5.0
+    finally:
+        server.stop.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
