@@ -1,48 +1,81 @@
-"""kopf handlers that keep each InferenceService's Deployment, Service and status in line with its spec."""
+"""kopf handlers: apply the spec on change, and keep the inventory the control loop reads up to date."""
 
 from __future__ import annotations
 
-import datetime as dt
-import logging
 from typing import Any
 
 import kopf
 
 from tailguard.api import GROUP, PLURAL, VERSION
-from tailguard.k8s.cluster import ClusterAPI
+from tailguard.k8s.cluster import ClusterAPI, object_reference
+from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL
+from tailguard.reconcile.inventory import Inventory
+from tailguard.reconcile.loop import iso
 from tailguard.reconcile.service import reconcile, write_status
 
-_cluster: ClusterAPI | None = None
+
+class Wiring:
+    """What the handlers need; set once by :func:`tailguard.handlers.main.run_operator` or a test."""
+
+    cluster: ClusterAPI | None = None
+    inventory: Inventory = Inventory()
+    clock: Any = None
 
 
-def configure(cluster: ClusterAPI) -> None:
-    """Set the API adapter (called once before kopf starts)."""
-    global _cluster
-    _cluster = cluster
+def configure(cluster: ClusterAPI, inventory: Inventory, clock: Any) -> None:
+    """Set the API adapter, the shared inventory and the clock before kopf starts."""
+    Wiring.cluster, Wiring.inventory, Wiring.clock = cluster, inventory, clock
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _sync(body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[logging.Logger]) -> None:
-    assert _cluster is not None, "configure() must run before the handlers"
-    result = reconcile(body, _cluster, now=_now())
-    write_status(_cluster, body, result)
+def _sync(body: kopf.Body) -> None:
+    cluster = Wiring.cluster
+    assert cluster is not None, "configure() must run before the handlers"
+    result = reconcile(body, cluster, now=iso(Wiring.clock()))
+    write_status(cluster, body, result)
     for note in result.events:
-        kopf.event(body, type=note.type, reason=note.reason, message=note.message)
-        logger.info("%s: %s", note.reason, note.message)
+        cluster.post_event(object_reference(dict(body)), note.type, note.reason, note.message)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def on_spec(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+def on_spec(body: kopf.Body, **_: Any) -> None:
     """Render and apply the children whenever the spec is new or changed."""
-    _sync(body, logger)
+    _sync(body)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=10.0, initial_delay=2.0)
-def on_tick(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+@kopf.timer(GROUP, VERSION, PLURAL, interval=30.0, initial_delay=5.0)
+def on_resync(body: kopf.Body, **_: Any) -> None:
     """Level-based resync: revert hand edits to the children, refresh replica counts and conditions."""
-    _sync(body, logger)
+    _sync(body)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def track_service(event: kopf.RawEvent, **_: Any) -> None:
+    """Keep the inventory's copy of each InferenceService current."""
+    body: dict[str, Any] = dict(event["object"])
+    meta: dict[str, Any] = body.get("metadata") or {}
+    if event["type"] == "DELETED":
+        Wiring.inventory.drop_service((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+    else:
+        Wiring.inventory.put_service(body)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={MANAGED_BY_LABEL: MANAGED_BY})
+def track_deployment(event: kopf.RawEvent, **_: Any) -> None:
+    """Keep the inventory's copy of each managed Deployment current."""
+    body: dict[str, Any] = dict(event["object"])
+    if event["type"] == "DELETED":
+        Wiring.inventory.drop_deployment(body)
+    else:
+        Wiring.inventory.put_deployment(body)
+
+
+@kopf.on.event("", "v1", "pods", labels={MANAGED_BY_LABEL: MANAGED_BY})
+def track_pod(event: kopf.RawEvent, **_: Any) -> None:
+    """Keep the inventory's copy of each vLLM pod current."""
+    body: dict[str, Any] = dict(event["object"])
+    if event["type"] == "DELETED":
+        Wiring.inventory.drop_pod(body)
+    else:
+        Wiring.inventory.put_pod(body)

@@ -43,6 +43,22 @@ class ClusterAPI(Protocol):
         """Merge-patch metadata (labels, annotations)."""
         ...
 
+    def post_event(self, involved: Manifest, type_: str, reason: str, message: str) -> None:
+        """Record a Kubernetes Event about ``involved`` (an object reference)."""
+        ...
+
+
+def object_reference(obj: Manifest) -> Manifest:
+    """The reference an Event points at."""
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+    }
+
 
 def _key(api_version: str, kind: str, namespace: str, name: str) -> tuple[str, str, str, str]:
     return (api_version, kind, namespace, name)
@@ -71,6 +87,7 @@ class FakeCluster:
     def __init__(self, kinds: set[tuple[str, str]] | None = None) -> None:
         self.objects: dict[tuple[str, str, str, str], Manifest] = {}
         self.applied: list[Manifest] = []
+        self.events: list[tuple[str, str, str, str]] = []  # (object name, type, reason, message)
         self.kinds = kinds if kinds is not None else {("apps/v1", "Deployment"), ("v1", "Service")}
 
     def add(self, obj: Manifest) -> None:
@@ -120,6 +137,9 @@ class FakeCluster:
             key, {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
         )
         obj["metadata"] = _merge(obj.get("metadata") or {}, metadata)
+
+    def post_event(self, involved: Manifest, type_: str, reason: str, message: str) -> None:
+        self.events.append((str(involved.get("name")), type_, reason, message))
 
 
 class KubernetesCluster:
@@ -195,3 +215,25 @@ class KubernetesCluster:
             namespace=namespace,
             content_type="application/merge-patch+json",
         )
+
+    def post_event(self, involved: Manifest, type_: str, reason: str, message: str) -> None:
+        import datetime as dt
+        import uuid
+
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        namespace = involved.get("namespace") or "default"
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{involved.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": {k: v for k, v in involved.items() if v is not None},
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self._field_manager},
+            "reportingComponent": self._field_manager,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self._resource("v1", "Event").create(body=event, namespace=namespace)

@@ -5,6 +5,8 @@ Names are a contract with the Grafana dashboard and the docs; change them delibe
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 SERVICE_LABELS = ("namespace", "inference_service")
@@ -98,7 +100,5 @@ class Telemetry:
             self.goodput,
             self.goodput_target,
         ):
-            try:
+            with contextlib.suppress(KeyError):
                 gauge.remove(namespace, name)
-            except KeyError:
-                pass

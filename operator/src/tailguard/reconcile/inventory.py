@@ -1,0 +1,86 @@
+"""An in-memory view of every InferenceService, its Deployment and its pods, fed by watch events.
+
+The control loop reads this view instead of the API server, so a cycle costs no reads however
+many services there are; only changes are written.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailguard.k8s.labels import SERVICE_LABEL
+
+Manifest = dict[str, Any]
+Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class ServiceView:
+    """One InferenceService as last seen, with its children."""
+
+    body: Manifest
+    deployment: Manifest | None = None
+    pods: dict[str, Manifest] = field(default_factory=dict)
+
+
+def _key(obj: Manifest) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _owner(obj: Manifest) -> Key | None:
+    meta = obj.get("metadata") or {}
+    service = (meta.get("labels") or {}).get(SERVICE_LABEL)
+    return (str(meta.get("namespace", "")), service) if service else None
+
+
+class Inventory:
+    """Latest state of what tailguard manages; event handlers write, the loop reads snapshots."""
+
+    def __init__(self) -> None:
+        self._services: dict[Key, Manifest] = {}
+        self._deployments: dict[Key, Manifest] = {}
+        self._pods: dict[Key, dict[str, Manifest]] = {}
+
+    def put_service(self, body: Manifest) -> None:
+        self._services[_key(body)] = copy.deepcopy(body)
+
+    def drop_service(self, key: Key) -> None:
+        self._services.pop(key, None)
+
+    def put_deployment(self, body: Manifest) -> None:
+        owner = _owner(body)
+        if owner is not None:
+            self._deployments[owner] = copy.deepcopy(body)
+
+    def drop_deployment(self, body: Manifest) -> None:
+        owner = _owner(body)
+        if owner is not None:
+            self._deployments.pop(owner, None)
+
+    def put_pod(self, body: Manifest) -> None:
+        owner = _owner(body)
+        if owner is not None:
+            self._pods.setdefault(owner, {})[_key(body)[1]] = copy.deepcopy(body)
+
+    def drop_pod(self, body: Manifest) -> None:
+        owner = _owner(body)
+        if owner is not None:
+            self._pods.get(owner, {}).pop(_key(body)[1], None)
+
+    def keys(self) -> list[Key]:
+        """Every known InferenceService, sorted."""
+        return sorted(self._services)
+
+    def view(self, key: Key) -> ServiceView | None:
+        """A copy of one service's current view, or None when it is gone."""
+        body = self._services.get(key)
+        if body is None:
+            return None
+        return ServiceView(
+            body=copy.deepcopy(body),
+            deployment=copy.deepcopy(self._deployments.get(key)),
+            pods={n: copy.deepcopy(p) for n, p in self._pods.get(key, {}).items()},
+        )

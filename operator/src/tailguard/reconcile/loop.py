@@ -1,0 +1,193 @@
+"""The control loop: every cycle, read Prometheus once for all services, then decide and act per service.
+
+Reads come from Prometheus (one query per signal) and from the :class:`Inventory` (watch-fed), so a
+cycle's cost in API calls is the writes it makes. Blocking API writes run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tailguard.api import API_VERSION, KIND, AutoscalingMode, InvalidResourceError, parse_inference_service
+from tailguard.k8s.cluster import ClusterAPI
+from tailguard.k8s.labels import POLICY_STATE_ANNOTATION
+from tailguard.metrics.prometheus import PrometheusSource
+from tailguard.metrics.promql import QueryScope, all_queries
+from tailguard.metrics.signals import Cycle, read_cycle, signals_for
+from tailguard.reconcile.autoscale import AutoscaleInput, autoscale, record_telemetry
+from tailguard.reconcile.children import sync_children
+from tailguard.reconcile.inventory import Inventory, Key
+from tailguard.reconcile.status import EventNote
+from tailguard.reconcile.telemetry import Telemetry
+from tailguard.reconcile.workload import observe_workload
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
+
+
+def iso(ts: float) -> str:
+    """A Unix time as RFC 3339 (UTC, seconds)."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class CycleReport:
+    """What one cycle did (for tests, logs and the benchmark)."""
+
+    services: int = 0
+    decided: int = 0
+    writes: int = 0
+    queries: int = 0
+    query_errors: int = 0
+    duration_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+class ControlLoop:
+    """Decides and acts for every InferenceService on its own cadence."""
+
+    def __init__(
+        self,
+        *,
+        inventory: Inventory,
+        cluster: ClusterAPI,
+        prometheus: PrometheusSource,
+        scope: QueryScope,
+        telemetry: Telemetry,
+        post_event: EventSink,
+        clock: Callable[[], float] = time.time,
+        tick_s: float = 1.0,
+    ) -> None:
+        self.inventory = inventory
+        self.cluster = cluster
+        self.prometheus = prometheus
+        self.scope = scope
+        self.telemetry = telemetry
+        self.post_event = post_event
+        self.clock = clock
+        self.tick_s = tick_s
+        self._last_run: dict[Key, float] = {}
+        self._states: dict[Key, str] = {}
+
+    def _due(self, key: Key, interval_s: float, now: float) -> bool:
+        last = self._last_run.get(key)
+        return last is None or now - last >= interval_s - 1e-6
+
+    async def run_once(self, now: float | None = None) -> CycleReport:
+        """One pass: query Prometheus once if any service is due, then step each due service."""
+        started = time.perf_counter()
+        now = self.clock() if now is None else now
+        report = CycleReport()
+        due: list[Key] = []
+        keys = self.inventory.keys()
+        self.telemetry.services.set(len(keys))
+        for key in keys:
+            view = self.inventory.view(key)
+            if view is None:
+                continue
+            interval = float(
+                ((view.body.get("spec") or {}).get("autoscaling") or {}).get("intervalSeconds", 15)
+            )
+            if self._due(key, interval, now):
+                due.append(key)
+        for gone in set(self._last_run) - set(keys):
+            self._last_run.pop(gone, None)
+            self._states.pop(gone, None)
+            self.telemetry.forget(*gone)
+        report.services = len(keys)
+        if not due:
+            return report
+        cycle = await read_cycle(self.prometheus, self.scope, at=now)
+        report.queries = len(all_queries(self.scope))
+        report.query_errors = len(cycle.errors)
+        for signal in all_queries(self.scope):
+            self.telemetry.queries.labels(signal.value).inc()
+        for signal in cycle.errors:
+            self.telemetry.query_errors.labels(signal.value).inc()
+        for key in due:
+            self._last_run[key] = now
+            try:
+                report.writes += await asyncio.to_thread(self._step, key, cycle, now)
+                report.decided += 1
+            except Exception as exc:  # one service's failure must not stop the others
+                log.exception("autoscaling %s/%s failed", *key)
+                report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
+        report.duration_s = time.perf_counter() - started
+        self.telemetry.loop_duration.observe(report.duration_s)
+        return report
+
+    def _step(self, key: Key, cycle: Cycle, now: float) -> int:
+        view = self.inventory.view(key)
+        if view is None:  # deleted while the cycle ran
+            return 0
+        try:
+            isvc = parse_inference_service(view.body)
+        except InvalidResourceError:
+            return 0  # the spec handler reports InvalidSpec; nothing to decide on
+        if isvc.spec.autoscaling.mode is AutoscalingMode.OFF:
+            return 0
+        slo = isvc.spec.slo
+        signals = signals_for(
+            cycle,
+            key,
+            ttft_slo_s=slo.ttft_p99_ms / 1000.0,
+            tpot_slo_s=slo.tpot_p99_ms / 1000.0 if slo.tpot_p99_ms is not None else None,
+        )
+        workload = observe_workload(view.deployment, list(view.pods.values()))
+        state_json = self._states.get(key) or isvc.metadata.annotations.get(POLICY_STATE_ANNOTATION)
+        result = autoscale(
+            AutoscaleInput(
+                isvc=isvc,
+                workload=workload,
+                signals=signals,
+                deployment=view.deployment,
+                state_json=state_json,
+                now=now,
+                now_iso=iso(now),
+                metrics_ok=cycle.ok,
+            )
+        )
+        self._states[key] = result.state_json
+        record_telemetry(self.telemetry, key, isvc, workload, signals, result)
+        writes = 0
+        namespace, name = key
+        if result.status_patch:
+            self.cluster.patch_status(API_VERSION, KIND, namespace, name, result.status_patch)
+            writes += 1
+        if result.persist_state:
+            self.cluster.patch_metadata(
+                API_VERSION,
+                KIND,
+                namespace,
+                name,
+                {"annotations": {POLICY_STATE_ANNOTATION: result.state_json}},
+            )
+            writes += 1
+        if result.apply:
+            status = dict(view.body.get("status") or {})
+            status.update(result.status_patch)
+            updated = parse_inference_service({**view.body, "status": status})
+            outcome = sync_children(updated, self.cluster)
+            writes += len(outcome.created) + len(outcome.updated)
+        for note in result.events:
+            self.post_event(namespace, name, note)
+        return writes
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Tick until ``stop`` is set; a failing cycle is logged and the next one runs."""
+        while not stop.is_set():
+            try:
+                report = await self.run_once()
+                if report.errors:
+                    log.warning("cycle finished with %d errors", len(report.errors))
+            except Exception:
+                log.exception("control cycle failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.tick_s)

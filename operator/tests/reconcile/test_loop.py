@@ -1,0 +1,257 @@
+"""The control loop against the in-memory cluster and a fake Prometheus: reads, decisions, writes, faults."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tailguard.contract.vllm import TTFT_BUCKETS_S
+from tailguard.k8s.cluster import FakeCluster
+from tailguard.metrics.prometheus import FakePrometheus
+from tailguard.metrics.promql import QueryScope, Signal, all_queries
+from tailguard.metrics.results import QueryError
+from tailguard.reconcile.inventory import Inventory
+from tailguard.reconcile.loop import ControlLoop
+from tailguard.reconcile.service import reconcile
+from tailguard.reconcile.status import EventNote
+from tailguard.reconcile.telemetry import Telemetry
+from tg_testing import manifest
+
+SCOPE = QueryScope()
+QUERIES = all_queries(SCOPE)
+NOW = 1_800_000_000.0
+
+
+def _series(ns: str, svc: str, value: float, le: str | None = None) -> dict[str, Any]:
+    metric = {"namespace": ns, "inference_service": svc}
+    if le is not None:
+        metric["le"] = le
+    return {"metric": metric, "value": [NOW, str(value)]}
+
+
+def load(
+    ns: str, svc: str, *, rate: float, slow_share: float, running: float, waiting: float, pods: int
+) -> dict[Signal, list[dict[str, Any]]]:
+    """Prometheus answers for one service: ``slow_share`` of requests take 2 s to first token, the rest 0.05 s."""
+    buckets = [
+        _series(ns, svc, (rate if b >= 2.5 else rate * (1 - slow_share) if b >= 0.06 else 0.0), le=repr(b))
+        for b in TTFT_BUCKETS_S
+    ]
+    buckets.append(_series(ns, svc, rate, le="+Inf"))
+    return {
+        Signal.TTFT_BUCKETS: buckets,
+        Signal.REQUEST_RATE: [_series(ns, svc, rate)],
+        Signal.PROMPT_TOKEN_RATE: [_series(ns, svc, rate * 200)],
+        Signal.GENERATION_TOKEN_RATE: [_series(ns, svc, rate * 180)],
+        Signal.RUNNING: [_series(ns, svc, running)],
+        Signal.WAITING: [_series(ns, svc, waiting)],
+        Signal.KV_CACHE_USAGE: [_series(ns, svc, 0.3)],
+        Signal.PREEMPTION_RATE: [_series(ns, svc, 0.0)],
+        Signal.REPORTING_PODS: [_series(ns, svc, pods)],
+        Signal.LAST_SAMPLE: [_series(ns, svc, NOW - 5)],
+    }
+
+
+def answers(*loads: dict[Signal, list[dict[str, Any]]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for one in loads:
+        for signal, series in one.items():
+            merged.setdefault(QUERIES[signal], []).extend(series)
+    return merged
+
+
+def _ready_pod(name: str, svc: str = "chat") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team-a", "labels": {"tailguard.dev/inference-service": svc}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+class Harness:
+    def __init__(self, prometheus: FakePrometheus) -> None:
+        self.cluster = FakeCluster()
+        self.inventory = Inventory()
+        self.events: list[tuple[str, EventNote]] = []
+        self.prometheus = prometheus
+        self.loop = ControlLoop(
+            inventory=self.inventory,
+            cluster=self.cluster,
+            prometheus=prometheus,
+            scope=SCOPE,
+            telemetry=Telemetry(),
+            post_event=lambda ns, name, note: self.events.append((name, note)),
+        )
+
+    def add(self, name: str = "chat", *, ready: int = 1, **spec: Any) -> None:
+        body = manifest(**spec)
+        body["metadata"]["name"] = name
+        result = reconcile(body, self.cluster, now="2026-01-01T00:00:00Z")
+        body["status"] = result.status_patch
+        deployment = self.cluster.get("apps/v1", "Deployment", "team-a", name)
+        assert deployment is not None
+        deployment["status"] = {
+            "replicas": ready,
+            "readyReplicas": ready,
+            "updatedReplicas": ready,
+            "observedGeneration": 1,
+        }
+        deployment["metadata"]["generation"] = 1
+        self.inventory.put_service(body)
+        self.inventory.put_deployment(deployment)
+        for i in range(ready):
+            self.inventory.put_pod(_ready_pod(f"{name}-{i}", name))
+
+    def refresh(self, name: str = "chat") -> None:
+        """Feed the cluster's current object back, as the watch would."""
+        obj = self.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", name)
+        view = self.inventory.view(("team-a", name))
+        assert view is not None
+        body = view.body
+        if obj is not None:
+            body["status"] = {**(body.get("status") or {}), **(obj.get("status") or {})}
+            body["metadata"]["annotations"] = {
+                **body["metadata"].get("annotations", {}),
+                **obj["metadata"].get("annotations", {}),
+            }
+        self.inventory.put_service(body)
+
+    def run(self, now: float = NOW) -> Any:
+        return asyncio.run(self.loop.run_once(now))
+
+    def deployment_replicas(self, name: str = "chat") -> int:
+        dep = self.cluster.get("apps/v1", "Deployment", "team-a", name)
+        assert dep is not None
+        return int(dep["spec"]["replicas"])
+
+    def status(self, name: str = "chat") -> dict[str, Any]:
+        obj = self.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", name)
+        return dict((obj or {}).get("status") or {})
+
+
+def _condition(status: dict[str, Any], type_: str) -> tuple[str, str]:
+    cond = next(c for c in status["conditions"] if c["type"] == type_)
+    return cond["status"], cond["reason"]
+
+
+def test_queries_per_cycle_do_not_grow_with_services() -> None:
+    counts = []
+    for services in (1, 40):
+        fake = FakePrometheus()
+        harness = Harness(fake)
+        for i in range(services):
+            harness.add(f"svc-{i}")
+        report = harness.run()
+        counts.append(len(fake.queries))
+        assert report.decided == services
+    assert counts[0] == counts[1] == len(Signal)
+
+
+def test_tail_breach_scales_up_with_an_event_and_status() -> None:
+    harness = Harness(
+        FakePrometheus(
+            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+        )
+    )
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.run()
+    replicas = harness.deployment_replicas()
+    assert replicas > 1
+    status = harness.status()
+    assert status["desiredReplicas"] == replicas
+    assert status["lastDecision"]["applied"] is True
+    assert _condition(status, "SLOMet")[0] == "False"
+    scaled = [note for _, note in harness.events if note.reason == "Scaled"]
+    assert len(scaled) == 1
+    assert scaled[0].message.startswith(f"scaled 1→{replicas}:")
+
+
+def test_dry_run_decides_and_reports_but_leaves_the_deployment() -> None:
+    harness = Harness(
+        FakePrometheus(
+            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+        )
+    )
+    harness.add(autoscaling={"mode": "DryRun", "maxReplicas": 8})
+    before = len(harness.cluster.applied)
+    harness.run()
+    assert len(harness.cluster.applied) == before
+    assert harness.deployment_replicas() == 1
+    status = harness.status()
+    assert status["lastDecision"]["applied"] is False
+    assert status["lastDecision"]["replicas"] > 1
+    assert [note.reason for _, note in harness.events] == ["DryRunDecision"]
+
+
+def test_prometheus_down_holds_and_reports_then_recovers() -> None:
+    fake = FakePrometheus({q: QueryError("Prometheus unreachable: ConnectError") for q in QUERIES.values()})
+    harness = Harness(fake)
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.run()
+    assert harness.deployment_replicas() == 1
+    status = harness.status()
+    assert _condition(status, "MetricsAvailable") == ("False", "PrometheusUnavailable")
+    assert any(note.type == "Warning" for _, note in harness.events)
+    harness.refresh()
+    fake.answers = answers(load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1))
+    harness.run(NOW + 15)
+    assert _condition(harness.status(), "MetricsAvailable") == ("True", "MetricsFresh")
+
+
+def test_another_writer_is_reported_not_fought() -> None:
+    harness = Harness(
+        FakePrometheus(
+            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+        )
+    )
+    harness.add(autoscaling={"maxReplicas": 8})
+    deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert deployment is not None
+    deployment["metadata"]["managedFields"] = [
+        {
+            "manager": "kube-controller-manager",
+            "operation": "Update",
+            "subresource": "scale",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        }
+    ]
+    harness.inventory.put_deployment(deployment)
+    harness.run()
+    assert harness.deployment_replicas() == 1
+    assert _condition(harness.status(), "ScalingLimited") == ("True", "AnotherWriter")
+    assert any(note.reason == "AnotherWriter" for _, note in harness.events)
+
+
+def test_idle_service_is_not_in_trouble() -> None:
+    harness = Harness(
+        FakePrometheus(answers(load("team-a", "chat", rate=0, slow_share=0.0, running=0, waiting=0, pods=1)))
+    )
+    harness.add()
+    harness.run()
+    assert _condition(harness.status(), "SLOMet") == ("True", "NoTraffic")
+    assert harness.deployment_replicas() == 1
+
+
+def test_service_deleted_mid_cycle_is_skipped_quietly() -> None:
+    class Deleting(FakePrometheus):
+        async def query(self, promql: str, *, at: float | None = None) -> Any:
+            harness.inventory.drop_service(("team-a", "chat"))
+            return await super().query(promql, at=at)
+
+    harness = Harness(Deleting())
+    harness.add()
+    report = harness.run()
+    assert report.errors == []
+    assert report.writes == 0
+
+
+@pytest.mark.parametrize("interval", [15, 30])
+def test_each_service_runs_on_its_own_cadence(interval: int) -> None:
+    fake = FakePrometheus()
+    harness = Harness(fake)
+    harness.add(autoscaling={"intervalSeconds": interval})
+    decided = sum(harness.run(NOW + t).decided for t in range(0, 60, 5))
+    assert decided == 60 // interval
