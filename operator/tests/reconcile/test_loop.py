@@ -255,3 +255,61 @@ def test_each_service_runs_on_its_own_cadence(interval: int) -> None:
     harness.add(autoscaling={"intervalSeconds": interval})
     decided = sum(harness.run(NOW + t).decided for t in range(0, 60, 5))
     assert decided == 60 // interval
+
+
+def test_status_computed_from_a_stale_copy_is_not_written() -> None:
+    harness = Harness(
+        FakePrometheus(
+            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+        )
+    )
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.cluster.patch_status(
+        "tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat", {"ready": "0/1"}
+    )
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    view.body["metadata"]["resourceVersion"] = "0"  # older than the object now in the cluster
+    harness.inventory.put_service(view.body)
+    report = harness.run()
+    assert report.writes == 0
+    assert harness.deployment_replicas() == 1, "no action without its recorded intent"
+    assert harness.events == []
+
+
+def test_restart_resumes_from_recorded_intent_without_repeating_the_action() -> None:
+    prometheus = FakePrometheus(
+        answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+    )
+    harness = Harness(prometheus)
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.run()
+    scaled_to = harness.deployment_replicas()
+    assert scaled_to > 1
+    harness.refresh()
+    state = harness.status()
+    # A new operator process: fresh loop, same cluster and annotations, replicas still starting.
+    restarted = Harness(prometheus)
+    restarted.cluster = harness.cluster
+    restarted.loop.cluster = harness.cluster
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    restarted.inventory.put_service(view.body)
+    deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert deployment is not None
+    deployment["status"] = {
+        "replicas": scaled_to,
+        "readyReplicas": 1,
+        "updatedReplicas": scaled_to,
+        "observedGeneration": 1,
+    }
+    restarted.inventory.put_deployment(deployment)
+    restarted.inventory.put_pod(_ready_pod("chat-0"))
+    for i in range(1, scaled_to):
+        pod = _ready_pod(f"chat-{i}")
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        restarted.inventory.put_pod(pod)
+    restarted.run(NOW + 15)
+    assert restarted.deployment_replicas() == scaled_to, "starting replicas count as capacity on the way"
+    assert [n for _, n in restarted.events if n.reason == "Scaled"] == []
+    assert state["desiredReplicas"] == scaled_to

@@ -33,8 +33,21 @@ class ClusterAPI(Protocol):
         """Whether the cluster serves this kind (e.g. the Prometheus Operator's PodMonitor)."""
         ...
 
-    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: Manifest) -> None:
-        """Merge-patch the status subresource."""
+    def patch_status(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: Manifest,
+        *,
+        resource_version: str | None = None,
+    ) -> None:
+        """Merge-patch the status subresource.
+
+        With ``resource_version`` the write only succeeds if the object has not changed since
+        (otherwise :class:`ConflictError`), so a status computed from a stale copy never lands.
+        """
         ...
 
     def patch_metadata(
@@ -58,6 +71,10 @@ def object_reference(obj: Manifest) -> Manifest:
         "name": meta.get("name"),
         "uid": meta.get("uid"),
     }
+
+
+class ConflictError(Exception):
+    """The object changed since it was read (HTTP 409); read it again and recompute."""
 
 
 def _key(api_version: str, kind: str, namespace: str, name: str) -> tuple[str, str, str, str]:
@@ -122,12 +139,25 @@ class FakeCluster:
     def serves(self, api_version: str, kind: str) -> bool:
         return (api_version, kind) in self.kinds
 
-    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: Manifest) -> None:
+    def patch_status(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: Manifest,
+        *,
+        resource_version: str | None = None,
+    ) -> None:
         key = _key(api_version, kind, namespace, name)
         obj = self.objects.setdefault(
             key, {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
         )
+        current = obj["metadata"].get("resourceVersion")
+        if resource_version is not None and current is not None and current != resource_version:
+            raise ConflictError(f"{kind} {namespace}/{name} changed since resourceVersion {resource_version}")
         obj["status"] = _merge(obj.get("status") or {}, status)
+        obj["metadata"]["resourceVersion"] = str(int(current or 0) + 1)
 
     def patch_metadata(
         self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest
@@ -198,13 +228,27 @@ class KubernetesCluster:
                 return False
         return True
 
-    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: Manifest) -> None:
-        self._resource(api_version, kind).status.patch(
-            body={"status": status},
-            name=name,
-            namespace=namespace,
-            content_type="application/merge-patch+json",
-        )
+    def patch_status(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: Manifest,
+        *,
+        resource_version: str | None = None,
+    ) -> None:
+        from kubernetes.dynamic.exceptions import ConflictError as ApiConflict
+
+        body: Manifest = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        try:
+            self._resource(api_version, kind).status.patch(
+                body=body, name=name, namespace=namespace, content_type="application/merge-patch+json"
+            )
+        except ApiConflict as exc:
+            raise ConflictError(f"{kind} {namespace}/{name} changed meanwhile") from exc
 
     def patch_metadata(
         self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest

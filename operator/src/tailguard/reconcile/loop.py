@@ -10,12 +10,13 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tailguard.api import API_VERSION, KIND, AutoscalingMode, InvalidResourceError, parse_inference_service
-from tailguard.k8s.cluster import ClusterAPI
+from tailguard.k8s.cluster import ClusterAPI, ConflictError
 from tailguard.k8s.labels import POLICY_STATE_ANNOTATION
 from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope, all_queries
@@ -28,6 +29,9 @@ from tailguard.reconcile.telemetry import Telemetry
 from tailguard.reconcile.workload import observe_workload
 
 log = logging.getLogger(__name__)
+
+#: The policy's state is written to its annotation when an action is taken, and at least this often.
+STATE_PERSIST_INTERVAL_S = 300.0
 
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
@@ -75,6 +79,7 @@ class ControlLoop:
         self.tick_s = tick_s
         self._last_run: dict[Key, float] = {}
         self._states: dict[Key, str] = {}
+        self._persisted_at: dict[Key, float] = {}
 
     def _due(self, key: Key, interval_s: float, now: float) -> bool:
         last = self._last_run.get(key)
@@ -100,6 +105,7 @@ class ControlLoop:
         for gone in set(self._last_run) - set(keys):
             self._last_run.pop(gone, None)
             self._states.pop(gone, None)
+            self._persisted_at.pop(gone, None)
             self.telemetry.forget(*gone)
         report.services = len(keys)
         if not due:
@@ -154,14 +160,28 @@ class ControlLoop:
                 metrics_ok=cycle.ok,
             )
         )
-        self._states[key] = result.state_json
         record_telemetry(self.telemetry, key, isvc, workload, signals, result)
         writes = 0
         namespace, name = key
         if result.status_patch:
-            self.cluster.patch_status(API_VERSION, KIND, namespace, name, result.status_patch)
+            try:
+                self.cluster.patch_status(
+                    API_VERSION,
+                    KIND,
+                    namespace,
+                    name,
+                    result.status_patch,
+                    resource_version=(view.body.get("metadata") or {}).get("resourceVersion"),
+                )
+            except ConflictError:
+                # Changed since the watch delivered it: decide again at the next tick from the
+                # fresh copy, with the state as it was before this step.
+                self._last_run.pop(key, None)
+                return 0
             writes += 1
-        if result.persist_state:
+        self._states[key] = result.state_json
+        if result.persist_state or now - self._persisted_at.get(key, -math.inf) >= STATE_PERSIST_INTERVAL_S:
+            self._persisted_at[key] = now
             self.cluster.patch_metadata(
                 API_VERSION,
                 KIND,

@@ -70,8 +70,18 @@ def _condition_reason(status: Mapping[str, Any], type_: str) -> str | None:
 
 
 def write_status(api: ClusterAPI, body: Mapping[str, Any], result: ReconcileResult) -> None:
-    """Merge-patch the status when something changed."""
+    """Merge-patch the status when something changed, only if ``body`` is still current.
+
+    Raises :class:`~tailguard.k8s.cluster.ConflictError` when the object changed since it was read.
+    """
     if not result.status_patch:
         return
     meta = body["metadata"]
-    api.patch_status(API_VERSION, KIND, meta["namespace"], meta["name"], result.status_patch)
+    api.patch_status(
+        API_VERSION,
+        KIND,
+        meta["namespace"],
+        meta["name"],
+        result.status_patch,
+        resource_version=meta.get("resourceVersion"),
+    )
