@@ -136,3 +136,16 @@ def test_transition_time_kept_while_status_unchanged() -> None:
     second = reconcile(body, cluster, now="2026-01-01T00:05:00Z")
     conditions = second.status_patch.get("conditions", first.status_patch["conditions"])
     assert all(c["lastTransitionTime"] == NOW for c in conditions)
+
+
+def test_resync_leaves_replicas_owned_by_another_writer_alone() -> None:
+    cluster = FakeCluster()
+    reconcile(manifest(), cluster, now=NOW)
+    key = ("apps/v1", "Deployment", "team-a", "chat")
+    cluster.objects[key]["spec"]["replicas"] = 5
+    cluster.objects[key]["metadata"]["managedFields"] = [
+        {"manager": "kube-controller-manager", "subresource": "scale", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+    ]
+    result = reconcile(manifest(), cluster, now=NOW)
+    assert cluster.objects[key]["spec"]["replicas"] == 5
+    assert result.events == []

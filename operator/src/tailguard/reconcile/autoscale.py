@@ -11,9 +11,9 @@ from typing import Any
 
 from tailguard import policy
 from tailguard.api import AutoscalingMode, InferenceService
-from tailguard.k8s.labels import FIELD_MANAGER
 from tailguard.k8s.render import desired_replicas_and_batch
 from tailguard.metrics.signals import ServiceSignals
+from tailguard.reconcile.children import foreign_replica_writers
 from tailguard.reconcile.conditions import ConditionUpdate, merge_conditions
 from tailguard.reconcile.inventory import Key
 from tailguard.reconcile.status import EventNote
@@ -48,21 +48,6 @@ class AutoscaleResult:
     events: list[EventNote] = field(default_factory=list)
     apply: bool = False
     persist_state: bool = False
-
-
-def foreign_replica_writers(deployment: dict[str, Any] | None) -> list[str]:
-    """Field managers other than tailguard that own the Deployment's ``spec.replicas``.
-
-    An HPA or KEDA (through ``/scale``) or a hand ``kubectl scale`` shows up here.
-    """
-    if deployment is None:
-        return []
-    writers = []
-    for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
-        fields = entry.get("fieldsV1") or {}
-        if "f:replicas" in (fields.get("f:spec") or {}) and entry.get("manager") != FIELD_MANAGER:
-            writers.append(str(entry.get("manager")))
-    return sorted(set(writers))
 
 
 def policy_config(isvc: InferenceService) -> policy.PolicyConfig:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tailguard.api import InferenceService
 from tailguard.k8s.cluster import ClusterAPI, Manifest
+from tailguard.k8s.labels import FIELD_MANAGER
 from tailguard.k8s.render import render_all
 from tailguard.reconcile.diff import is_subset
 
@@ -21,16 +23,35 @@ class ChildrenOutcome:
     updated: list[str] = field(default_factory=list)
 
 
+def foreign_replica_writers(deployment: dict[str, Any] | None) -> list[str]:
+    """Field managers other than tailguard that own the Deployment's ``spec.replicas``.
+
+    An HPA or KEDA (through ``/scale``) or a hand ``kubectl scale`` shows up here.
+    """
+    if deployment is None:
+        return []
+    writers = []
+    for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
+        fields = entry.get("fieldsV1") or {}
+        if "f:replicas" in (fields.get("f:spec") or {}) and entry.get("manager") != FIELD_MANAGER:
+            writers.append(str(entry.get("manager")))
+    return sorted(set(writers))
+
+
 def sync_children(isvc: InferenceService, api: ClusterAPI) -> ChildrenOutcome:
     """Apply every child whose live state differs from its rendering; skip writes that change nothing.
 
     Hand edits to fields tailguard sets (the pod template included) are reverted by the apply.
+    Replicas are the exception when another field manager owns them (an HPA, KEDA): tailguard
+    leaves them alone rather than fight, and the control loop reports it.
     """
     outcome = ChildrenOutcome()
     for desired in render_all(isvc, with_pod_monitor=api.serves(*POD_MONITOR)):
         meta = desired["metadata"]
         live = api.get(desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"])
         label = f"{desired['kind']}/{meta['name']}"
+        if desired["kind"] == "Deployment" and foreign_replica_writers(live):
+            desired["spec"].pop("replicas", None)
         if live is None:
             live = api.apply(desired)
             outcome.created.append(label)
