@@ -2,7 +2,8 @@
 
 CHART_DIR := charts/tailguard
 # helm: $(HELM) if set, else on PATH, else the per-user tool cache that `make cluster-tools` fills.
-HELM_BIN = $(or $(HELM),$(shell command -v helm 2>/dev/null),$(lastword $(sort $(shell find "$${XDG_CACHE_HOME:-$$HOME/.cache}/tailguard" -name helm -type f -perm -u+x 2>/dev/null))))
+TOOL_CACHE = $(or $(TAILGUARD_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tailguard)
+HELM_BIN = $(or $(HELM),$(shell command -v helm 2>/dev/null),$(lastword $(sort $(wildcard $(TOOL_CACHE)/bin/helm-*/helm))))
 IMAGE_REPO ?= ghcr.io/tailguard/operator
 IMAGE_VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= $(IMAGE_REPO):$(IMAGE_VERSION)

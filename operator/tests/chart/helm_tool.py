@@ -1,7 +1,7 @@
 """Find the helm binary and render the chart with it.
 
 helm is looked up in ``$HELM``, then on ``PATH``, then in the per-user tool cache that
-``make cluster-tools`` fills (``$XDG_CACHE_HOME/tailguard`` or ``~/.cache/tailguard``). Tests that need
+``make cluster-tools`` fills (``<cache>/bin/helm-<version>/helm``). Tests that need
 it skip when it is absent, unless ``TAILGUARD_REQUIRE_CLUSTER=1`` (set by CI once the tools are
 built), where a missing helm is a failure.
 """
@@ -27,10 +27,13 @@ NAMESPACE = "tailguard-system"
 Manifest = dict[str, Any]
 
 
-def _cache_dirs() -> list[Path]:
+def _cache_dir() -> Path:
+    """The tool cache: ``$TAILGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/tailguard`` or ``~/.cache/tailguard``."""
+    explicit = os.environ.get("TAILGUARD_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return [base / "tailguard"]
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "tailguard"
 
 
 def find_helm() -> str | None:
@@ -41,11 +44,8 @@ def find_helm() -> str | None:
     on_path = shutil.which("helm")
     if on_path:
         return on_path
-    for cache in _cache_dirs():
-        found = sorted(p for p in cache.rglob("helm") if p.is_file() and os.access(p, os.X_OK))
-        if found:
-            return str(found[-1])
-    return None
+    found = sorted(p for p in (_cache_dir() / "bin").glob("helm-*/helm") if os.access(p, os.X_OK))
+    return str(found[-1]) if found else None
 
 
 def require_helm() -> str:
