@@ -1,0 +1,10 @@
+"""The scaling policy: pure, deterministic decisions from observations, with no I/O.
+
+``decide(config, state, observation, now)`` returns a :class:`Decision` and the next
+:class:`PolicyState`; the caller stores the state (``to_json``) and passes it back next time.
+"""
+
+from tailguard.policy.decide import decide
+from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
+
+__all__ = ["Decision", "Limit", "Observation", "PolicyConfig", "PolicyState", "Reason", "decide"]

@@ -1,0 +1,376 @@
+"""The one entry point: ``decide(config, state, observation, now) -> (Decision, PolicyState)``.
+
+Order of work, every interval:
+
+1. Check the data. Missing, stale or NaN data holds the current size (clamped to the bounds)
+   and leaves the state untouched: a result with ``valid=False``, never a change.
+2. Learn: the step-time line, mean output length, the TPOT ratio and the arrival-rate trend.
+3. Size: replicas = load ÷ (capacity per replica × target utilization), where the load is the
+   larger of the arrival rate now and its forecast over one replica start-up. When the SLO is
+   broken the queue is added as load to drain, the model is corrected down to what replicas
+   really sustain, and scale-down is off. Starting replicas are part of the current count, so a
+   burst asks for what it needs once rather than one more replica per interval.
+4. Limit, in this order: hysteresis (scale down only when the load fits with a margin),
+   stabilization (up: the smallest recommendation of its window; down: the largest), the
+   scale-up rate, Pending pods (no more replicas while GPUs are missing), the bounds.
+5. Tune max batch, rate-limited, never during a rollout or while replicas start, and with one
+   replica of headroom for the rolling restart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from tailguard.policy.capacity import Capacity, StepModel, capacity, step_model, update_fit
+from tailguard.policy.signals import Derived, breach, check, derive, finite, is_idle
+from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
+
+#: Smoothing of the arrival rate (Holt's linear method, per decision).
+_LEVEL_GAIN = 0.5
+_TREND_GAIN = 0.2
+#: A trend counts only when it adds this share of the load over the horizon.
+_TREND_SIGNIFICANT = 0.05
+#: After the ready count changes, rate windows mix two fleet sizes for this long.
+_SETTLE_S = 120.0
+#: Bounds of the learned correction of the capacity model.
+_SCALE_MIN, _SCALE_MAX = 0.2, 2.0
+#: TPOT-to-step ratio assumed before one is measured.
+_DEFAULT_TPOT_RATIO = 1.25
+
+
+def _clamp(config: PolicyConfig, replicas: int) -> tuple[int, list[str]]:
+    if replicas < config.min_replicas:
+        return config.min_replicas, [Limit.MIN_REPLICAS.value]
+    if replicas > config.max_replicas:
+        return config.max_replicas, [Limit.MAX_REPLICAS.value]
+    return replicas, []
+
+
+def _ewma(old: float | None, new: float, gain: float) -> float:
+    return new if old is None else old + gain * (new - old)
+
+
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.0f} ms"
+
+
+def decide(
+    config: PolicyConfig, state: PolicyState, observation: Observation, now: float
+) -> tuple[Decision, PolicyState]:
+    """Decide replicas and max batch for one service. Pure and deterministic."""
+    obs = observation
+    current = obs.desired_replicas
+    problem = check(config, obs, now)
+    if problem is not None:
+        held, limits = _clamp(config, current)
+        sentence = f"{problem.sentence}; holding {held} replica{'s' if held != 1 else ''}"
+        return (
+            Decision(held, obs.max_batch, False, problem.code, sentence, tuple(limits)),
+            state,
+        )
+
+    if state.started_at is None:
+        # A fresh start (or a lost annotation): remember the current size as a recommendation,
+        # so nothing scales down before a full window of our own observations.
+        state = replace(PolicyState(), started_at=now, recommendations=((now, current),))
+    elapsed = config.interval_s if state.last_valid_at is None else now - state.last_valid_at
+    elapsed = min(max(elapsed, 0.0), 20.0 * config.interval_s)
+
+    derived = derive(obs)
+    broken = breach(config, obs)
+    idle = is_idle(obs)
+
+    ready_changed_at = state.ready_changed_at
+    if state.ready is None or state.ready != obs.ready_replicas:
+        ready_changed_at = now
+    settled = (
+        ready_changed_at is not None
+        and now - ready_changed_at >= _SETTLE_S
+        and obs.starting_replicas == 0
+        and not obs.rollout_in_progress
+    )
+
+    # -- learn ------------------------------------------------------------------------------
+    fit = state.fit
+    floor = state.step_floor_s
+    if derived.batch is not None and derived.step_s is not None and not obs.rollout_in_progress:
+        if derived.fit_material:
+            fit = update_fit(fit, derived.batch, derived.step_s, elapsed)
+            floor = derived.step_s if floor is None else min(floor, derived.step_s)
+        else:
+            # Only a level: replace the sums by this one pair (no slope can be learned from it).
+            fit = update_fit((0.0, 0.0, 0.0, 0.0, 0.0), derived.batch, derived.step_s, 0.0)
+    out_tokens = state.output_tokens
+    if derived.output_tokens is not None:
+        out_tokens = _ewma(out_tokens, derived.output_tokens, 0.2)
+    ratio = state.tpot_ratio
+    tpot = obs.p99_tpot_s
+    if (
+        config.tpot_slo_s is not None
+        and tpot is not None
+        and finite(tpot)
+        and derived.step_s
+        and tpot >= 0.6 * config.tpot_slo_s
+    ):
+        # Read the p99-to-mean ratio only near the SLO: far below it the p99 sits in a wide
+        # bucket and its interpolation says little.
+        ratio = _ewma(ratio, min(2.0, max(1.0, tpot / derived.step_s)), 0.2)
+
+    rate = obs.request_rate or 0.0
+    waiting = obs.waiting or 0.0
+    growth = 0.0
+    if waiting > 0 and state.waiting is not None and elapsed > 0:
+        growth = max(0.0, (waiting - state.waiting) / elapsed)
+    arrivals = rate + growth
+    if state.rate_level is None or elapsed <= 0:
+        level, trend = arrivals, 0.0
+    else:
+        predicted = state.rate_level + state.rate_trend * elapsed
+        level = predicted + _LEVEL_GAIN * (arrivals - predicted)
+        trend = state.rate_trend + _TREND_GAIN * ((level - state.rate_level) / elapsed - state.rate_trend)
+    level = max(0.0, level)
+
+    model = step_model(fit, floor)
+    cap = _capacity(config, model, out_tokens, obs.max_batch, ratio, derived)
+    scale = state.capacity_scale
+    if cap is not None and derived.per_replica_rate is not None and not idle:
+        per = derived.per_replica_rate
+        ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
+        if broken and settled:
+            # The SLO broke at this load per replica: the replica sustains less than that
+            # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
+            scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
+        elif not broken and ttft_ok and waiting <= 0 and settled:
+            # Met with margin at this load: the replica sustains at least that, and an old cut
+            # fades (10% per five healthy minutes) so one bad episode is not remembered forever.
+            recovered = min(1.0, scale * (1.0 + 0.1 * elapsed / 300.0)) if scale < 1.0 else scale
+            scale = max(recovered, per / cap.rate)
+        scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
+    per_replica = cap.rate * scale if cap is not None else None
+
+    # -- size -------------------------------------------------------------------------------
+    horizon = config.startup_s
+    forecast = level + trend * horizon if trend * horizon > _TREND_SIGNIFICANT * level else level
+    demand = max(arrivals, level)
+    parts: list[str] = []
+    if idle:
+        recommended = config.min_replicas
+        code = Reason.IDLE
+        parts.append("no requests")
+    elif per_replica is None or per_replica <= 0:
+        # Nothing to size with yet (no finished request): act only on a broken SLO.
+        recommended = current + 1 if broken and obs.starting_replicas == 0 else current
+        code = Reason.SLO_BREACH if broken else Reason.STEADY
+        parts.extend(broken or [f"p99 TTFT {_ms(obs.p99_ttft_s)}"])
+        parts.append("capacity not learned yet")
+    else:
+        u = config.target_utilization
+        need_up = max(demand, forecast) / (per_replica * u)
+        if broken:
+            need_up = max(need_up, (demand + waiting / horizon) / (per_replica * u))
+        up = math.ceil(need_up - 0.02)
+        down_u = max(0.05, u - config.scale_down_margin)
+        down = math.ceil(demand / (per_replica * down_u) - 0.02)
+        if up > current:
+            recommended = up
+        elif broken:
+            recommended = current
+            if settled and obs.pending_replicas == 0:
+                # The model sees room, yet the SLO is broken: add a replica anyway.
+                recommended = current + 1
+        else:
+            recommended = min(current, down) if down < current else current
+        code = (
+            Reason.SLO_BREACH
+            if broken
+            else (
+                Reason.LOAD_RISING
+                if recommended > current
+                else Reason.LOAD_FALLING
+                if recommended < current
+                else Reason.STEADY
+            )
+        )
+        parts.extend(broken or [f"p99 TTFT {_ms(obs.p99_ttft_s)} within SLO {_ms(config.ttft_slo_s)}"])
+        load = f"load {demand:.1f} req/s"
+        if forecast > demand * 1.01:
+            load += f" (forecast {forecast:.1f} in {horizon:.0f} s)"
+        parts.append(load)
+        assert cap is not None
+        parts.append(
+            f"capacity {per_replica:.1f} req/s per replica (bound by {cap.bound}: "
+            f"batch {cap.batch:.0f} at {cap.step_s * 1e3:.0f} ms/step)"
+        )
+
+    # -- limit ------------------------------------------------------------------------------
+    window = max(config.scale_down_stabilization_s, config.scale_up_stabilization_s)
+    history = (*tuple((t, r) for t, r in state.recommendations if now - t < window), (now, recommended))
+    final = recommended
+    limits: list[str] = []
+    if final < current:
+        if broken:
+            final = current
+        else:
+            recent = [r for t, r in history if now - t <= config.scale_down_stabilization_s]
+            stable = max(recent)
+            if stable > final:
+                final = min(current, stable)
+                cautious = state.started_at is not None and (
+                    now - state.started_at < config.scale_down_stabilization_s
+                )
+                limits.append((Limit.CAUTIOUS_START if cautious else Limit.STABILIZATION).value)
+            if final < current and obs.rollout_in_progress:
+                final = current
+                limits.append(Limit.ROLLOUT.value)
+    elif final > current and config.scale_up_stabilization_s > 0:
+        recent = [r for t, r in history if now - t <= config.scale_up_stabilization_s]
+        stable = max(current, min(recent))
+        if stable < final:
+            final = stable
+            limits.append(Limit.STABILIZATION.value)
+    ceiling = max(math.ceil(current * config.scale_up_limit_factor), current + config.scale_up_limit_pods)
+    if final > ceiling:
+        final = ceiling
+        limits.append(Limit.SCALE_UP_RATE.value)
+    if final > current and obs.pending_replicas > 0:
+        final = current
+        limits.append(Limit.PENDING_GPUS.value)
+        if code is not Reason.SLO_BREACH:
+            code = Reason.PENDING_GPUS
+    final, bound_limits = _clamp(config, final)
+    limits.extend(bound_limits)
+
+    # -- max batch --------------------------------------------------------------------------
+    max_batch = obs.max_batch
+    last_change = state.last_max_batch_change_at
+    if model is not None and cap is not None and per_replica is not None and not idle:
+        proposal = _tune_max_batch(config, obs, model, cap, out_tokens, ratio, derived)
+        if proposal is not None:
+            new_batch, why = proposal
+            if obs.rollout_in_progress:
+                limits.append(Limit.ROLLOUT.value)
+            elif last_change is not None and now - last_change < config.max_batch_change_interval_s:
+                limits.append(Limit.MAX_BATCH_INTERVAL.value)
+            elif obs.starting_replicas == 0 and obs.pending_replicas == 0:
+                new_cap = _capacity(config, model, out_tokens, new_batch, ratio, derived)
+                slower = min(per_replica, new_cap.rate * scale if new_cap else per_replica)
+                # Each pod restarts in turn: keep one replica spare for the one that is down.
+                during = math.ceil(demand / (slower * config.target_utilization) - 0.02) + 1
+                if during <= config.max_replicas:
+                    max_batch = new_batch
+                    last_change = now
+                    final = max(final, min(config.max_replicas, during))
+                    code = Reason.MAX_BATCH_RAISED if new_batch > obs.max_batch else Reason.MAX_BATCH_LOWERED
+                    parts.append(f"max batch {obs.max_batch} → {new_batch}: {why}")
+
+    # -- explain and remember ---------------------------------------------------------------
+    parts.append(f"→ {final} replica{'s' if final != 1 else ''}")
+    if obs.starting_replicas:
+        parts.append(f"{obs.starting_replicas} starting")
+    if obs.pending_replicas:
+        parts.append(f"{obs.pending_replicas} pending")
+    if limits:
+        parts.append("limited by " + ", ".join(dict.fromkeys(limits)))
+
+    direction = (final > current) - (final < current)
+    new_state = replace(
+        state,
+        last_valid_at=now,
+        recommendations=history,
+        rate_level=level,
+        rate_trend=trend,
+        waiting=waiting,
+        output_tokens=out_tokens,
+        fit=fit,
+        step_floor_s=floor,
+        tpot_ratio=ratio,
+        capacity_scale=scale,
+        ready=obs.ready_replicas,
+        ready_changed_at=ready_changed_at,
+        last_scale_at=now if direction else state.last_scale_at,
+        last_direction=direction if direction else state.last_direction,
+        last_max_batch_change_at=last_change,
+    )
+    decision = Decision(
+        replicas=final,
+        max_batch=max_batch,
+        valid=True,
+        reason_code=code,
+        reason="; ".join(parts),
+        limits=tuple(dict.fromkeys(limits)),
+        recommended=recommended,
+        capacity_per_replica=per_replica,
+    )
+    return decision, new_state
+
+
+def _capacity(
+    config: PolicyConfig,
+    model: StepModel | None,
+    out_tokens: float | None,
+    max_batch: int,
+    ratio: float | None,
+    derived: Derived,
+) -> Capacity | None:
+    if model is None or out_tokens is None:
+        return None
+    return capacity(
+        model,
+        output_tokens=out_tokens,
+        max_batch=max_batch,
+        batch_fill=config.batch_fill,
+        tpot_slo_s=config.tpot_slo_s,
+        tpot_ratio=ratio or _DEFAULT_TPOT_RATIO,
+        kv_per_seq=derived.kv_per_seq,
+    )
+
+
+def _round_down(value: float, step: int = 8) -> int:
+    return max(step, int(value // step) * step)
+
+
+def _tune_max_batch(
+    config: PolicyConfig,
+    obs: Observation,
+    model: StepModel,
+    cap: Capacity,
+    out_tokens: float | None,
+    ratio: float | None,
+    derived: Derived,
+) -> tuple[int, str] | None:
+    """A new max batch and why, or ``None`` to keep it."""
+    lo, hi = config.max_batch_min, config.max_batch_max
+    if not config.max_batch_tuning or lo >= hi:
+        return None
+    current = obs.max_batch
+    tpot = obs.p99_tpot_s
+    slo = config.tpot_slo_s
+    preempting = finite(obs.preemption_rate) and (obs.preemption_rate or 0.0) > 0.5
+    if (slo is not None and tpot is not None and finite(tpot) and tpot > slo) or preempting:
+        target = current * 0.75
+        if slo is not None:
+            target = min(target, model.batch_for_step(0.85 * slo / (ratio or _DEFAULT_TPOT_RATIO)))
+            target /= config.batch_fill
+        new = max(lo, min(current - 8, _round_down(target)))
+        if new < current:
+            why = f"p99 TPOT {_ms(tpot)} over SLO" if not preempting else "KV cache preempting"
+            return new, why
+        return None
+    if cap.bound != "max batch" or derived.batch is None:
+        return None
+    # The batch cap binds: how far could it go before TPOT, the KV cache or the step time
+    # (which every prefill waits for) take over?
+    room = [model.batch_for_step(config.ttft_slo_s / 4.0)]
+    if slo is not None:
+        room.append(model.batch_for_step(0.85 * slo / (ratio or _DEFAULT_TPOT_RATIO)))
+    if derived.kv_per_seq is not None:
+        room.append(0.85 / derived.kv_per_seq)
+    target = min(min(room) / config.batch_fill, 2.0 * current, float(hi))
+    new = _round_down(target)
+    if new < current * 1.25:
+        return None
+    busy = derived.batch >= 0.75 * current * config.batch_fill or (obs.waiting or 0.0) > 0
+    if not busy:
+        return None
+    return new, f"batch cap binds with headroom (batch {derived.batch:.0f} of {current})"

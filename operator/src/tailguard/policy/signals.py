@@ -1,0 +1,117 @@
+"""Checking an observation and deriving the per-replica figures the policy reasons with."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tailguard.policy.types import Observation, PolicyConfig, Reason
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why an observation cannot be acted on."""
+
+    code: Reason
+    sentence: str
+
+
+def check(config: PolicyConfig, obs: Observation, now: float) -> Problem | None:
+    """``None`` when the observation can drive a decision, otherwise what is wrong with it.
+
+    Required: a sample time no older than ``max_metric_age_s``; finite, non-negative request
+    rate, running and waiting; a finite p99 TTFT unless the service is idle (Prometheus returns
+    NaN when nothing finished in the window); a finite p99 TPOT when a TPOT SLO is declared and
+    requests finished. Missing is never read as zero.
+    """
+    if not finite(obs.sample_time):
+        return Problem(Reason.METRICS_MISSING, "no sample time: metrics missing")
+    assert obs.sample_time is not None
+    age = now - obs.sample_time
+    if age > config.max_metric_age_s:
+        return Problem(
+            Reason.METRICS_STALE, f"newest sample is {age:.0f} s old (limit {config.max_metric_age_s:.0f} s)"
+        )
+    missing = [
+        name
+        for name, value in (
+            ("request rate", obs.request_rate),
+            ("running", obs.running),
+            ("waiting", obs.waiting),
+        )
+        if not finite(value) or (value is not None and value < 0)
+    ]
+    if missing:
+        return Problem(Reason.METRICS_MISSING, f"missing or invalid: {', '.join(missing)}")
+    if not is_idle(obs):
+        if not finite(obs.p99_ttft_s):
+            return Problem(Reason.METRICS_MISSING, "p99 TTFT missing while requests are served")
+        if config.tpot_slo_s is not None and (obs.request_rate or 0.0) > 0 and not finite(obs.p99_tpot_s):
+            return Problem(Reason.METRICS_MISSING, "p99 TPOT missing while requests are served")
+    return None
+
+
+def is_idle(obs: Observation) -> bool:
+    """No request finished, ran or waited: the service has no traffic."""
+    return obs.request_rate == 0 and obs.running == 0 and obs.waiting == 0
+
+
+def breach(config: PolicyConfig, obs: Observation) -> list[str]:
+    """Sentences for every SLO the observation shows broken (empty when all hold)."""
+    out = []
+    if finite(obs.p99_ttft_s) and obs.p99_ttft_s is not None and obs.p99_ttft_s > config.ttft_slo_s:
+        out.append(f"p99 TTFT {obs.p99_ttft_s * 1e3:.0f} ms > SLO {config.ttft_slo_s * 1e3:.0f} ms")
+    tpot = obs.p99_tpot_s
+    if config.tpot_slo_s is not None and tpot is not None and finite(tpot) and tpot > config.tpot_slo_s:
+        out.append(f"p99 TPOT {tpot * 1e3:.0f} ms > SLO {config.tpot_slo_s * 1e3:.0f} ms")
+    good = obs.goodput
+    if good is not None and finite(good) and good < config.goodput_target and not out:
+        out.append(f"goodput {good:.3f} < target {config.goodput_target:.3f}")
+    return out
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Per-replica figures from one valid observation (``None`` where the data cannot tell)."""
+
+    serving: int  # replicas whose engines report
+    per_replica_rate: float | None  # finished req/s per serving replica
+    batch: float | None  # mean decode batch per serving replica over the window
+    step_s: float | None  # mean engine step over the window
+    #: True when batch and step are window means of independent series (fit material); false
+    #: when the step is running ÷ token rate, which moves with the running gauge by construction.
+    fit_material: bool
+    output_tokens: float | None  # generated tokens per finished request
+    kv_per_seq: float | None  # KV-cache share one running request holds
+
+
+def derive(obs: Observation) -> Derived:
+    serving = obs.reporting_pods if obs.reporting_pods is not None else obs.ready_replicas
+    serving = max(0, min(serving, obs.ready_replicas)) if obs.ready_replicas else max(0, serving)
+    rate = obs.request_rate or 0.0
+    running = obs.running or 0.0
+    gen = obs.generation_token_rate if finite(obs.generation_token_rate) else None
+    itl = obs.itl_mean_s if finite(obs.itl_mean_s) and (obs.itl_mean_s or 0.0) > 0 else None
+    per_rate = rate / serving if serving else None
+    batch: float | None = None
+    step: float | None = None
+    material = False
+    if serving and gen is not None and gen > 0:
+        if itl is not None:
+            # Little's law over the window: tokens per second × seconds per step = sequences.
+            batch, step, material = gen * itl / serving, itl, True
+        elif running >= 1:
+            batch, step = running / serving, running / gen
+    out_tokens = gen / rate if gen is not None and rate > 0 and gen > 0 else None
+    kv = obs.kv_cache_usage
+    per_seq = running / serving if serving else None
+    kv_per_seq = (
+        kv / per_seq
+        if finite(kv) and kv is not None and per_seq is not None and per_seq >= 1 and kv > 0
+        else None
+    )
+    return Derived(serving, per_rate, batch, step, material, out_tokens, kv_per_seq)

@@ -1,0 +1,252 @@
+"""What the policy reads, keeps and decides. Plain numbers in seconds; no I/O anywhere."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The SLO and the limits one InferenceService gives its autoscaler."""
+
+    min_replicas: int = 1
+    max_replicas: int = 4
+    #: p99 time to first token, seconds.
+    ttft_slo_s: float = 0.5
+    #: p99 time per output token, seconds; ``None`` when not declared.
+    tpot_slo_s: float | None = None
+    #: Fraction of requests that must meet every declared SLO.
+    goodput_target: float = 0.99
+    #: How often ``decide`` is called (the rate limits count in these).
+    interval_s: float = 15.0
+    #: A scale-up must be recommended throughout this window (0: at once).
+    scale_up_stabilization_s: float = 0.0
+    #: A scale-down must be recommended throughout this window.
+    scale_down_stabilization_s: float = 300.0
+    #: At most ``max(current × factor, current + pods)`` replicas after one decision.
+    scale_up_limit_factor: float = 2.0
+    scale_up_limit_pods: int = 4
+    #: Bounds of ``--max-num-seqs`` tuning; equal bounds switch tuning off.
+    max_batch_min: int = 16
+    max_batch_max: int = 512
+    #: Least time between two max-batch changes (each restarts every replica).
+    max_batch_change_interval_s: float = 900.0
+    max_batch_tuning: bool = True
+    #: Expected seconds from a new replica's creation to Ready: the forecast horizon.
+    startup_s: float = 90.0
+    #: Data older than this is stale and holds every decision.
+    max_metric_age_s: float = 90.0
+    #: Share of the learned per-replica capacity the service is sized to use.
+    target_utilization: float = 0.8
+    #: Scale down only once the load fits at ``target_utilization − scale_down_margin``.
+    scale_down_margin: float = 0.12
+    #: Share of max batch one replica is planned to fill (the rest absorbs fluctuation).
+    batch_fill: float = 0.85
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What Prometheus and the Deployment report at one moment.
+
+    Every metric is ``None`` when it was not measured; a value is never invented. Rates are per
+    second over the reader's ``rate()`` window; ``running`` and ``waiting`` are summed over pods,
+    ``kv_cache_usage`` is the mean over pods (0..1).
+    """
+
+    #: Time of the newest sample (same clock as ``now``); ``None`` when unknown.
+    sample_time: float | None = None
+    p99_ttft_s: float | None = None
+    p99_tpot_s: float | None = None
+    #: Mean inter-token latency over the window: ``rate(vllm:inter_token_latency_seconds_sum)``
+    #: over ``rate(..._count)``, the mean engine step. Optional; the capacity model learns
+    #: the step-time curve only when it is there.
+    itl_mean_s: float | None = None
+    ttft_within_slo: float | None = None
+    tpot_within_slo: float | None = None
+    goodput: float | None = None
+    #: Finished requests per second (``vllm:request_success_total``).
+    request_rate: float | None = None
+    prompt_token_rate: float | None = None
+    generation_token_rate: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemption_rate: float | None = None
+    #: Pods whose engine reported (``None``: unknown, then ``ready_replicas`` is used).
+    reporting_pods: int | None = None
+    ready_replicas: int = 0
+    #: Scheduled pods that are not Ready yet (loading the model).
+    starting_replicas: int = 0
+    #: Pods that cannot be scheduled (no free GPU).
+    pending_replicas: int = 0
+    #: The replica count the Deployment is set to now.
+    desired_replicas: int = 1
+    #: The ``--max-num-seqs`` the pods run with now.
+    max_batch: int = 256
+    rollout_in_progress: bool = False
+
+
+class Reason(StrEnum):
+    """Why a decision came out as it did; a small fixed set, usable as a metric label."""
+
+    METRICS_MISSING = "MetricsMissing"
+    METRICS_STALE = "MetricsStale"
+    SLO_BREACH = "SLOBreach"
+    LOAD_RISING = "LoadRising"
+    LOAD_FALLING = "LoadFalling"
+    STEADY = "Steady"
+    IDLE = "Idle"
+    PENDING_GPUS = "PendingGPUs"
+    MAX_BATCH_RAISED = "MaxBatchRaised"
+    MAX_BATCH_LOWERED = "MaxBatchLowered"
+
+
+class Limit(StrEnum):
+    """A limit that changed the recommendation."""
+
+    MIN_REPLICAS = "min_replicas"
+    MAX_REPLICAS = "max_replicas"
+    SCALE_UP_RATE = "scale_up_rate"
+    STABILIZATION = "stabilization"
+    CAUTIOUS_START = "cautious_start"
+    PENDING_GPUS = "pending_gpus"
+    ROLLOUT = "rollout"
+    MAX_BATCH_INTERVAL = "max_batch_interval"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to run: replicas and max batch, whether the data allowed a decision, and why."""
+
+    replicas: int
+    max_batch: int
+    valid: bool
+    reason_code: Reason
+    reason: str
+    limits: tuple[str, ...] = ()
+    #: The replica count the load asked for before limits (``None`` without valid data).
+    recommended: int | None = None
+    #: Learned sustainable requests per second per replica at the SLO.
+    capacity_per_replica: float | None = None
+
+
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """What the policy remembers between decisions; small, stored as JSON in an annotation.
+
+    Unknown keys are ignored and missing ones take their defaults, so an older or newer operator
+    can read it. An empty state (after a restart without the annotation) makes the policy
+    cautious: no scale-down until a full stabilization window of its own observations.
+    """
+
+    version: int = _STATE_VERSION
+    started_at: float | None = None
+    last_valid_at: float | None = None
+    #: ``(time, recommended replicas)`` within the longest stabilization window.
+    recommendations: tuple[tuple[float, int], ...] = ()
+    #: Smoothed arrival rate (req/s), its trend (req/s per s), and the queue at the last decision.
+    rate_level: float | None = None
+    rate_trend: float = 0.0
+    waiting: float | None = None
+    #: Mean output tokens per request (smoothed).
+    output_tokens: float | None = None
+    #: Decayed sums of (replica batch N, step time τ): weight, ΣN, ΣN², Στ, ΣNτ.
+    fit: tuple[float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0)
+    #: Shortest step time seen (the base step) and the p99-TPOT-to-mean-step ratio.
+    step_floor_s: float | None = None
+    tpot_ratio: float | None = None
+    #: Correction of the model from observed breaches (≤ 1).
+    capacity_scale: float = 1.0
+    #: Ready replicas at the last decision and when that count last changed.
+    ready: int | None = None
+    ready_changed_at: float | None = None
+    last_scale_at: float | None = None
+    last_direction: int = 0
+    last_max_batch_change_at: float | None = None
+
+    def to_json(self) -> str:
+        """Compact JSON; ``from_json`` reads it back to an equal state."""
+        return json.dumps(_finite_only(asdict(self)), separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str | None) -> PolicyState:
+        """Parse ``to_json`` output; anything unreadable yields the empty (cautious) state."""
+        if not text:
+            return PolicyState()
+        try:
+            raw = json.loads(text)
+        except (ValueError, TypeError):
+            return PolicyState()
+        if not isinstance(raw, dict):
+            return PolicyState()
+        values: dict[str, Any] = {}
+        for f in fields(PolicyState):
+            if f.name not in raw:
+                continue
+            parsed = _parse_field(f.name, raw[f.name])
+            if parsed is not _INVALID:
+                values[f.name] = parsed
+        return PolicyState(**values)
+
+
+_INVALID = object()
+
+
+def _finite_only(value: Any) -> Any:
+    """JSON has no NaN or infinity: such a value is written as null (and read back as unknown)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list | tuple):
+        return [_finite_only(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite_only(v) for k, v in value.items()}
+    return value
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _parse_field(name: str, value: Any) -> Any:
+    """One field of the stored state, type-checked; ``_INVALID`` keeps the default."""
+    if name in ("version", "last_direction"):
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
+    if name == "ready":
+        if value is None:
+            return None
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
+    if name == "recommendations":
+        if not isinstance(value, list):
+            return _INVALID
+        out = []
+        for item in value:
+            if isinstance(item, list) and len(item) == 2:
+                t, r = _number(item[0]), item[1]
+                if t is not None and isinstance(r, int) and not isinstance(r, bool):
+                    out.append((t, r))
+        return tuple(out)
+    if name == "fit":
+        if not isinstance(value, list) or len(value) != 5:
+            return _INVALID
+        nums = [_number(v) for v in value]
+        if any(n is None for n in nums):
+            return _INVALID
+        return tuple(n for n in nums if n is not None)
+    if name in ("rate_trend", "capacity_scale"):
+        number = _number(value)
+        return number if number is not None else _INVALID
+    # every other field is an optional float
+    if value is None:
+        return None
+    number = _number(value)
+    return number if number is not None else _INVALID

@@ -1,0 +1,474 @@
+"""A fleet of vLLM replicas behind a Service, a Deployment that scales and rolls it, and the clock.
+
+Requests from the trace reach a Service that spreads them over Ready pods (at random, as
+kube-proxy does, or to the pod with the fewest outstanding requests). A new pod waits for a GPU
+(Pending), loads the model for the cold start (Starting) and then serves (Ready). A removed pod
+leaves the Service at once and drains its requests for up to ``drain_timeout_s``, holding its GPU;
+whatever is left is aborted. A max-batch change rolls the pods one at a time with
+``maxSurge: 0, maxUnavailable: 1``.
+
+An autoscaler is called every ``interval_s`` with a :class:`FleetView` and returns an
+:class:`Action`. It sees metrics only through the modelled Prometheus.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+import numpy as np
+
+from tailguard.sim.engine import Engine
+from tailguard.sim.profiles import EngineProfile
+from tailguard.sim.prometheus import ModelledPrometheus
+from tailguard.sim.trace import FloatArray, Trace
+
+
+class PodPhase(Enum):
+    PENDING = "pending"
+    STARTING = "starting"
+    READY = "ready"
+    DRAINING = "draining"
+    GONE = "gone"
+
+
+@dataclass
+class Pod:
+    name: str
+    version: int
+    max_batch: int
+    created_at: float
+    phase: PodPhase = PodPhase.PENDING
+    gpu_since: float | None = None
+    gone_at: float | None = None
+    ready_at: float | None = None
+    engine: Engine | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    """What an autoscaler wants: a replica count and a max batch (``None`` keeps it)."""
+
+    replicas: int
+    max_batch: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    profile: EngineProfile
+    cold_start_s: float = 60.0
+    #: Each start takes ``cold_start_s × (1 ± jitter)`` (uniform).
+    cold_start_jitter: float = 0.1
+    drain_timeout_s: float = 30.0
+    #: GPUs the cluster can give this service; ``None`` is unlimited.
+    gpu_limit: int | None = None
+    router: str = "random"
+    scrape_interval_s: float = 15.0
+    rate_window_s: float = 120.0
+    initial_replicas: int = 1
+    initial_max_batch: int | None = None
+    max_num_batched_tokens: int | None = None
+    seed: int = 0
+
+
+class FleetView:
+    """What an autoscaler may read: the modelled Prometheus and the Deployment's status."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+
+    @property
+    def prometheus(self) -> ModelledPrometheus:
+        return self._fleet.prometheus
+
+    @property
+    def config(self) -> FleetConfig:
+        return self._fleet.config
+
+    @property
+    def desired(self) -> int:
+        return self._fleet.desired
+
+    @property
+    def max_batch(self) -> int:
+        return self._fleet.max_batch
+
+    def count(self, phase: PodPhase) -> int:
+        return sum(1 for p in self._fleet.active_pods() if p.phase is phase)
+
+    @property
+    def ready(self) -> int:
+        return len(self._fleet.ready)
+
+    @property
+    def rollout_in_progress(self) -> bool:
+        return self._fleet.rollout_in_progress()
+
+    def pod_phases(self) -> dict[str, PodPhase]:
+        """Phase of every pod that is not gone or terminating."""
+        return {p.name: p.phase for p in self._fleet.active_pods()}
+
+
+class Autoscaler(Protocol):
+    name: str
+    interval_s: float
+
+    def step(self, now: float, view: FleetView) -> Action: ...
+
+
+@dataclass
+class TimelineRow:
+    time: float
+    desired: int
+    ready: int
+    starting: int
+    pending: int
+    draining: int
+    gpus: int
+    max_batch: int
+    reason: str
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced: per-request outcomes, the timeline and the fleet's counters."""
+
+    policy: str
+    trace: Trace
+    ttft: FloatArray
+    tpot: FloatArray
+    finish: FloatArray
+    gpu_seconds: float
+    timeline: list[TimelineRow]
+    scale_events: list[tuple[float, int, int]]  # (time, from, to)
+    max_batch_changes: list[tuple[float, int, int]]
+    replica_seconds: float
+    end_s: float
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+_SCRAPE, _TICK, _READY, _GONE = 0, 1, 2, 3
+
+
+class Fleet:
+    """The pods, the Deployment's reconcile loop and the accounting of one run."""
+
+    def __init__(self, config: FleetConfig, on_finish: Callable[[int, float, float, float], None]) -> None:
+        self.config = config
+        self.profile = config.profile
+        self.rng = np.random.default_rng(config.seed)
+        self.prometheus = ModelledPrometheus(config.scrape_interval_s)
+        self.on_finish = on_finish
+        self.pods: list[Pod] = []
+        self.ready: list[Pod] = []
+        self.desired = config.initial_replicas
+        self.max_batch = config.initial_max_batch or config.profile.max_num_seqs
+        self.version = 0
+        self._names = 0
+        self._events: list[tuple[float, int, int, str]] = []
+        self._seq = 0
+        self.gpu_seconds = 0.0
+        self.replica_seconds = 0.0
+        self.scale_events: list[tuple[float, int, int]] = []
+        self.max_batch_changes: list[tuple[float, int, int]] = []
+
+    # -- pods ----------------------------------------------------------------------------------
+
+    def active_pods(self) -> list[Pod]:
+        return [p for p in self.pods if p.phase in (PodPhase.PENDING, PodPhase.STARTING, PodPhase.READY)]
+
+    def gpus_in_use(self) -> int:
+        held = sum(1 for p in self.pods if p.phase in (PodPhase.STARTING, PodPhase.READY, PodPhase.DRAINING))
+        return held * self.profile.gpus
+
+    def rollout_in_progress(self) -> bool:
+        return any(p.version != self.version for p in self.active_pods())
+
+    def push(self, at: float, kind: int, pod: str = "") -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (at, self._seq, kind, pod))
+
+    def _new_pod(self, now: float) -> Pod:
+        self._names += 1
+        pod = Pod(f"pod-{self._names}", self.version, self.max_batch, now)
+        self.pods.append(pod)
+        return pod
+
+    def _start(self, pod: Pod, now: float, instant: bool = False) -> None:
+        pod.phase = PodPhase.STARTING
+        pod.gpu_since = now
+        jitter = self.config.cold_start_jitter
+        delay = (
+            0.0 if instant else self.config.cold_start_s * (1.0 + jitter * (2.0 * self.rng.random() - 1.0))
+        )
+        pod.ready_at = now + delay
+        if instant:
+            self._make_ready(pod, now)
+        else:
+            self.push(pod.ready_at, _READY, pod.name)
+
+    def _make_ready(self, pod: Pod, now: float) -> None:
+        pod.phase = PodPhase.READY
+        pod.engine = Engine(
+            self.profile,
+            max_num_seqs=pod.max_batch,
+            max_num_batched_tokens=self.config.max_num_batched_tokens,
+            start_time=now,
+            on_finish=self.on_finish,
+        )
+        self.ready.append(pod)
+
+    def _terminate(self, pod: Pod, now: float) -> None:
+        if pod.phase is PodPhase.PENDING:
+            pod.phase = PodPhase.GONE
+            pod.gone_at = now
+            return
+        if pod.phase is PodPhase.STARTING:
+            pod.phase = PodPhase.GONE
+            pod.gone_at = now
+            self._account(pod, now)
+            return
+        # Ready: leave the Service, drain in-flight requests, then release the GPU.
+        self.ready.remove(pod)
+        pod.phase = PodPhase.DRAINING
+        engine = pod.engine
+        assert engine is not None
+        engine.advance_to(now)
+        deadline = now + self.config.drain_timeout_s
+        engine.run_until_idle(limit=deadline)
+        if not engine.idle:
+            engine.clock = deadline
+            engine.abort_all()
+            end = deadline
+        else:
+            end = max(now, min(engine.busy_until, deadline))
+        pod.gone_at = end
+        self.push(end, _GONE, pod.name)
+
+    def _account(self, pod: Pod, end: float) -> None:
+        if pod.gpu_since is not None:
+            held = max(0.0, end - pod.gpu_since)
+            self.gpu_seconds += held * self.profile.gpus
+            self.replica_seconds += held
+
+    # -- the Deployment ----------------------------------------------------------------------
+
+    def apply(self, now: float, action: Action) -> None:
+        replicas = max(0, int(action.replicas))
+        if replicas != self.desired:
+            self.scale_events.append((now, self.desired, replicas))
+            self.desired = replicas
+        if action.max_batch is not None and action.max_batch != self.max_batch:
+            self.max_batch_changes.append((now, self.max_batch, action.max_batch))
+            self.max_batch = action.max_batch
+            self.version += 1
+        self.reconcile(now)
+
+    def reconcile(self, now: float) -> None:
+        active = self.active_pods()
+        # Old-version pods that serve nothing yet are replaced at once.
+        for pod in active:
+            if pod.version != self.version and pod.phase is not PodPhase.READY:
+                self._terminate(pod, now)
+        active = self.active_pods()
+        if len(active) > self.desired:
+            self._scale_down(active, len(active) - self.desired, now)
+        active = self.active_pods()
+        for _ in range(self.desired - len(active)):
+            self._new_pod(now)
+        # Rolling update: with every pod Ready, take one old pod down and let a new one start.
+        active = self.active_pods()
+        unavailable = sum(1 for p in active if p.phase is not PodPhase.READY) + max(
+            0, self.desired - len(active)
+        )
+        old_ready = [p for p in active if p.version != self.version and p.phase is PodPhase.READY]
+        if old_ready and unavailable == 0:
+            self._terminate(old_ready[0], now)
+            self._new_pod(now)
+        self._schedule_pending(now)
+
+    def _scale_down(self, active: list[Pod], count: int, now: float) -> None:
+        # ReplicaSet order: unscheduled first, then not ready, then old versions, newest first.
+        rank = {PodPhase.PENDING: 0, PodPhase.STARTING: 1, PodPhase.READY: 2}
+        victims = sorted(active, key=lambda p: (rank[p.phase], p.version == self.version, -p.created_at))
+        for pod in victims[:count]:
+            self._terminate(pod, now)
+
+    def _schedule_pending(self, now: float) -> None:
+        limit = self.config.gpu_limit
+        for pod in self.pods:
+            if pod.phase is not PodPhase.PENDING:
+                continue
+            if limit is not None and self.gpus_in_use() + self.profile.gpus > limit:
+                break
+            self._start(pod, now)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def handle(self, at: float, kind: int, name: str) -> None:
+        pod = next((p for p in self.pods if p.name == name), None)
+        if pod is None:
+            return
+        if kind == _READY and pod.phase is PodPhase.STARTING and pod.ready_at == at:
+            self._make_ready(pod, at)
+            self.reconcile(at)
+        elif kind == _GONE and pod.phase is PodPhase.DRAINING:
+            pod.phase = PodPhase.GONE
+            self._account(pod, at)
+            self.reconcile(at)
+
+    def scrape(self, now: float) -> None:
+        snaps = []
+        for pod in self.ready:
+            engine = pod.engine
+            assert engine is not None
+            engine.advance_to(now)
+            snaps.append((pod.name, engine.snapshot()))
+        self.prometheus.scrape(now, snaps)
+
+    def close(self, end: float) -> None:
+        """Stop the clock at ``end``: count the GPU time of pods still holding one."""
+        for pod in self.pods:
+            if pod.phase in (PodPhase.STARTING, PodPhase.READY, PodPhase.DRAINING):
+                self._account(pod, end)
+            elif pod.phase is PodPhase.GONE and pod.gone_at is not None and pod.gone_at > end:
+                pass
+
+
+def simulate(
+    trace: Trace,
+    autoscaler: Autoscaler,
+    config: FleetConfig,
+    *,
+    schedule: Callable[[float], int] | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> RunResult:
+    """Run ``trace`` through a fleet steered by ``autoscaler``.
+
+    ``schedule`` (used by the oracle) replaces the Deployment's cold start: pods it asks for are
+    Ready at once. GPU time is counted from the first arrival to the last.
+    """
+    n = len(trace)
+    ttft = np.full(n, np.nan)
+    tpot = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+
+    def done(rid: int, first: float, per_token: float, end: float) -> None:
+        ttft[rid] = first
+        tpot[rid] = per_token
+        finish[rid] = end
+
+    fleet = Fleet(config, done)
+    for _ in range(config.initial_replicas):
+        pod = fleet._new_pod(0.0)
+        fleet._start(pod, 0.0, instant=True)
+    end = trace.duration_s
+    fleet.push(0.0, _SCRAPE)
+    fleet.push(0.0 + 1e-6, _TICK)
+    timeline: list[TimelineRow] = []
+    last_reason = ""
+    arrivals = trace.arrival_s
+    inputs = trace.input_tokens
+    outputs = trace.output_tokens
+    pick = fleet.rng.random(n)
+    least = config.router == "least"
+    view = FleetView(fleet)
+    events = fleet._events
+    next_progress = 0.0
+
+    def process(at: float, kind: int, name: str) -> None:
+        nonlocal last_reason
+        if kind == _SCRAPE:
+            fleet.scrape(at)
+            timeline.append(
+                TimelineRow(
+                    at,
+                    fleet.desired,
+                    len(fleet.ready),
+                    view.count(PodPhase.STARTING),
+                    view.count(PodPhase.PENDING),
+                    sum(1 for p in fleet.pods if p.phase is PodPhase.DRAINING),
+                    fleet.gpus_in_use(),
+                    fleet.max_batch,
+                    last_reason,
+                )
+            )
+            if at + config.scrape_interval_s <= end:
+                fleet.push(at + config.scrape_interval_s, _SCRAPE)
+        elif kind == _TICK:
+            if schedule is not None:
+                action = Action(schedule(at))
+                before = {p.name for p in fleet.pods}
+                fleet.apply(at, action)
+                for pod in fleet.pods:
+                    if pod.name not in before and pod.phase is PodPhase.STARTING:
+                        pod.ready_at = at
+                        fleet._make_ready(pod, at)
+            else:
+                action = autoscaler.step(at, view)
+                last_reason = action.reason
+                fleet.apply(at, action)
+            if at + autoscaler.interval_s <= end:
+                fleet.push(at + autoscaler.interval_s, _TICK)
+        else:
+            fleet.handle(at, kind, name)
+
+    for i in range(n):
+        t = float(arrivals[i])
+        while events and events[0][0] <= t:
+            at, _, kind, name = heapq.heappop(events)
+            process(at, kind, name)
+        if progress is not None and t >= next_progress:
+            progress(t / end if end > 0 else 1.0)
+            next_progress = t + end / 200.0
+        ready = fleet.ready
+        if not ready:
+            done(i, math.inf, math.inf, t)
+            continue
+        if least:
+            best = None
+            best_load = 0
+            for pod in ready:
+                engine = pod.engine
+                assert engine is not None
+                engine.advance_to(t)
+                load = engine.num_running + engine.num_waiting
+                if best is None or load < best_load:
+                    best, best_load = pod, load
+            assert best is not None
+            target = best
+        else:
+            target = ready[int(pick[i] * len(ready))]
+        engine = target.engine
+        assert engine is not None
+        engine.advance_to(t)
+        engine.add_request(i, t, int(inputs[i]), int(outputs[i]))
+    while events and events[0][0] <= end:
+        at, _, kind, name = heapq.heappop(events)
+        process(at, kind, name)
+    fleet.close(end)
+    # Let every engine finish what it holds (counted in latency, not in GPU time).
+    for pod in fleet.pods:
+        if pod.engine is not None and not pod.engine.idle:
+            pod.engine.run_until_idle(limit=end + 3600.0)
+            pod.engine.abort_all()
+    if progress is not None:
+        progress(1.0)
+    return RunResult(
+        policy=autoscaler.name,
+        trace=trace,
+        ttft=ttft,
+        tpot=tpot,
+        finish=finish,
+        gpu_seconds=fleet.gpu_seconds,
+        timeline=timeline,
+        scale_events=fleet.scale_events,
+        max_batch_changes=fleet.max_batch_changes,
+        replica_seconds=fleet.replica_seconds,
+        end_s=end,
+    )

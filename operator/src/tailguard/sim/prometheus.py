@@ -1,0 +1,197 @@
+"""A modelled Prometheus: scrapes of every replica's ``/metrics`` and the queries policies run.
+
+Every policy in the simulator sees the fleet only through this, with the delays the real thing
+adds: a sample every ``scrape_interval_s``, ``rate()`` over a window of scrapes, instant gauges as
+of the last scrape, histograms summed over pods before ``histogram_quantile``.
+
+Simplifications (documented in docs/simulator.md): ``rate()`` divides the increase between the
+first and last sample in the window by their distance (no extrapolation to the window edges); a
+pod's series ends when it stops being Ready (Prometheus would scrape a terminating pod a little
+longer).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from tailguard.contract.histogram import fraction_at_or_below, histogram_quantile
+from tailguard.policy import Observation
+from tailguard.sim.engine import EngineSnapshot
+
+#: Prometheus's lookback for instant queries.
+LOOKBACK_S = 300.0
+
+Buckets = list[tuple[float, float]]
+
+
+class ModelledPrometheus:
+    """Per-pod series of engine snapshots, and the PromQL the policies need as methods."""
+
+    def __init__(self, scrape_interval_s: float = 15.0, retention_s: float = 900.0) -> None:
+        self.scrape_interval_s = scrape_interval_s
+        self.retention_s = retention_s
+        self._series: dict[str, deque[EngineSnapshot]] = {}
+        self._live: set[str] = set()
+        self.last_scrape: float | None = None
+
+    def scrape(self, now: float, pods: Iterable[tuple[str, EngineSnapshot]]) -> None:
+        """Record one scrape of every listed pod (taken at ``now``); unlisted pods go stale."""
+        live = set()
+        for pod, snap in pods:
+            series = self._series.setdefault(pod, deque())
+            series.append(_at(snap, now))
+            live.add(pod)
+        self._live = live
+        self.last_scrape = now
+        horizon = now - self.retention_s
+        for pod in list(self._series):
+            series = self._series[pod]
+            while series and series[0].time < horizon:
+                series.popleft()
+            if not series:
+                del self._series[pod]
+
+    # -- instant vectors ---------------------------------------------------------------------
+
+    def latest(self, now: float) -> dict[str, EngineSnapshot]:
+        """The newest sample of every live pod within the lookback."""
+        out = {}
+        for pod in self._live:
+            series = self._series.get(pod)
+            if series and now - series[-1].time <= LOOKBACK_S:
+                out[pod] = series[-1]
+        return out
+
+    def gauge_sum(self, now: float, value: Callable[[EngineSnapshot], float]) -> float | None:
+        latest = self.latest(now)
+        return sum(value(s) for s in latest.values()) if latest else None
+
+    def gauge_avg(self, now: float, value: Callable[[EngineSnapshot], float]) -> float | None:
+        latest = self.latest(now)
+        return sum(value(s) for s in latest.values()) / len(latest) if latest else None
+
+    def per_pod(self, now: float, value: Callable[[EngineSnapshot], float]) -> dict[str, float]:
+        return {pod: value(s) for pod, s in self.latest(now).items()}
+
+    # -- range vectors -----------------------------------------------------------------------
+
+    def _window(self, pod: str, now: float, window_s: float) -> tuple[EngineSnapshot, EngineSnapshot] | None:
+        series = self._series.get(pod)
+        if not series:
+            return None
+        start = now - window_s
+        first = None
+        for snap in series:
+            if snap.time > start:
+                first = snap
+                break
+        last = series[-1]
+        if first is None or last.time <= first.time or last.time > now:
+            return None
+        return first, last
+
+    def counter_rate(
+        self, now: float, window_s: float, value: Callable[[EngineSnapshot], float]
+    ) -> float | None:
+        """``sum(rate(counter[window]))`` over pods; ``None`` when no series has two samples."""
+        total, any_series = 0.0, False
+        for pod in self._series:
+            pair = self._window(pod, now, window_s)
+            if pair is None:
+                continue
+            first, last = pair
+            total += max(0.0, value(last) - value(first)) / (last.time - first.time)
+            any_series = True
+        return total if any_series else None
+
+    def per_pod_rate(
+        self, now: float, window_s: float, value: Callable[[EngineSnapshot], float]
+    ) -> dict[str, float]:
+        out = {}
+        for pod in self._live:
+            pair = self._window(pod, now, window_s)
+            if pair is not None:
+                first, last = pair
+                out[pod] = max(0.0, value(last) - value(first)) / (last.time - first.time)
+        return out
+
+    def histogram_rate(
+        self,
+        now: float,
+        window_s: float,
+        buckets: Callable[[EngineSnapshot], tuple[tuple[float, int], ...]],
+        pods: Iterable[str] | None = None,
+    ) -> Buckets | None:
+        """``sum by (le) (rate(x_bucket[window]))``; ``None`` when no series has two samples."""
+        total: list[float] | None = None
+        bounds: list[float] = []
+        for pod in self._series if pods is None else pods:
+            pair = self._window(pod, now, window_s)
+            if pair is None:
+                continue
+            first, last = pair
+            span = last.time - first.time
+            b0, b1 = buckets(first), buckets(last)
+            if total is None:
+                total = [0.0] * len(b1)
+                bounds = [b for b, _ in b1]
+            for i, ((_, c0), (_, c1)) in enumerate(zip(b0, b1, strict=True)):
+                total[i] += max(0.0, c1 - c0) / span
+        if total is None:
+            return None
+        return list(zip(bounds, total, strict=True))
+
+    # -- what the operator reads ---------------------------------------------------------------
+
+    def observe(
+        self,
+        now: float,
+        *,
+        window_s: float,
+        ttft_slo_s: float,
+        tpot_slo_s: float | None,
+    ) -> Observation:
+        """The metric half of tailguard's :class:`Observation` (the Deployment half is added by
+        the fleet), computed as ``tailguard.metrics`` computes it from real Prometheus."""
+        ttft = self.histogram_rate(now, window_s, lambda s: s.ttft)
+        tpot = self.histogram_rate(now, window_s, lambda s: s.tpot)
+        ttft_within = _finite(fraction_at_or_below(ttft_slo_s, ttft)) if ttft else None
+        tpot_within = _finite(fraction_at_or_below(tpot_slo_s, tpot)) if tpot and tpot_slo_s else None
+        goodput: float | None = ttft_within
+        if tpot_slo_s is not None:
+            both = ttft_within is not None and tpot_within is not None
+            goodput = max(0.0, (ttft_within or 0.0) + (tpot_within or 0.0) - 1.0) if both else None
+        itl_sum = self.counter_rate(now, window_s, lambda s: s.itl_sum)
+        itl_count = self.counter_rate(now, window_s, lambda s: float(s.itl[-1][1]))
+        itl_mean = itl_sum / itl_count if itl_sum is not None and itl_count else None
+        latest = self.latest(now)
+        newest = max((s.time for s in latest.values()), default=None)
+        return Observation(
+            sample_time=newest,
+            p99_ttft_s=_finite(histogram_quantile(0.99, ttft)) if ttft else None,
+            p99_tpot_s=_finite(histogram_quantile(0.99, tpot)) if tpot else None,
+            itl_mean_s=itl_mean,
+            ttft_within_slo=ttft_within,
+            tpot_within_slo=tpot_within,
+            goodput=goodput,
+            request_rate=self.counter_rate(now, window_s, lambda s: s.requests_finished),
+            prompt_token_rate=self.counter_rate(now, window_s, lambda s: s.prompt_tokens),
+            generation_token_rate=self.counter_rate(now, window_s, lambda s: s.generation_tokens),
+            running=self.gauge_sum(now, lambda s: s.running),
+            waiting=self.gauge_sum(now, lambda s: s.waiting),
+            kv_cache_usage=self.gauge_avg(now, lambda s: s.kv_cache_usage),
+            preemption_rate=self.counter_rate(now, window_s, lambda s: s.preemptions),
+            reporting_pods=len(latest),
+        )
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _at(snap: EngineSnapshot, now: float) -> EngineSnapshot:
+    """The snapshot stamped with the scrape time (the engine's clock may run a step ahead)."""
+    return snap if snap.time == now else replace(snap, time=now)

@@ -1,0 +1,184 @@
+"""Seeded synthetic traces: Poisson, diurnal, bursty (gamma or MMPP), step and ramp loads.
+
+Arrival processes with a time-varying rate are drawn as a Poisson process of unit rate mapped
+through the inverse of the cumulative rate (piecewise linear on a one-second grid), so every
+shape shares one exact and fast sampler. Token counts come from a :class:`TokenMix`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tailguard.sim.trace import FloatArray, IntArray, Trace
+
+
+@dataclass(frozen=True)
+class TokenMix:
+    """Prompt and output lengths: log-normal with the given means, clipped; ``sigma=0`` is fixed."""
+
+    name: str
+    input_mean: float
+    output_mean: float
+    input_sigma: float = 0.0
+    output_sigma: float = 0.0
+    input_max: int = 4096
+    output_max: int = 2048
+
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[IntArray, IntArray]:
+        return (
+            _lognormal(rng, n, self.input_mean, self.input_sigma, self.input_max),
+            _lognormal(rng, n, self.output_mean, self.output_sigma, self.output_max),
+        )
+
+
+def _lognormal(rng: np.random.Generator, n: int, mean: float, sigma: float, top: int) -> IntArray:
+    if sigma <= 0:
+        return np.full(n, max(1, round(mean)), dtype=np.int64)
+    mu = math.log(mean) - sigma * sigma / 2.0
+    values = rng.lognormal(mu, sigma, n)
+    return np.clip(np.rint(values), 4, top).astype(np.int64)
+
+
+#: ShareGPT as vLLM's benchmark samples it (mean 202 prompt / 179 output tokens, calibration row A).
+SHAREGPT = TokenMix("sharegpt", 202, 179, input_sigma=0.95, output_sigma=0.95, input_max=1024)
+#: Fixed-length mixes of calibration rows A′ (decode-heavy) and A″ (prefill-heavy).
+DECODE_HEAVY = TokenMix("decode-heavy", 462, 256)
+PREFILL_HEAVY = TokenMix("prefill-heavy", 462, 16)
+#: A chat mix with longer prompts (system prompt + history), the benchmark default.
+CHAT = TokenMix("chat", 600, 220, input_sigma=0.8, output_sigma=0.9, input_max=4096)
+
+MIXES: dict[str, TokenMix] = {m.name: m for m in (SHAREGPT, DECODE_HEAVY, PREFILL_HEAVY, CHAT)}
+
+RateFn = Callable[[FloatArray], FloatArray]
+
+
+def _inhomogeneous(rng: np.random.Generator, rate: RateFn, duration_s: float) -> FloatArray:
+    grid = np.arange(0.0, duration_s + 1.0, 1.0)
+    rates = np.maximum(rate(grid), 0.0)
+    cumulative = np.concatenate(([0.0], np.cumsum((rates[1:] + rates[:-1]) / 2.0 * np.diff(grid))))
+    total = float(cumulative[-1])
+    count = int(rng.poisson(total))
+    marks = np.sort(rng.uniform(0.0, total, count))
+    arrivals: FloatArray = np.interp(marks, cumulative, grid)
+    return arrivals[arrivals < duration_s]
+
+
+def _trace(name: str, arrivals: FloatArray, mix: TokenMix, rng: np.random.Generator) -> Trace:
+    inputs, outputs = mix.sample(rng, len(arrivals))
+    return Trace(name, np.asarray(arrivals, dtype=np.float64), inputs, outputs)
+
+
+def poisson(rate: float, duration_s: float, *, mix: TokenMix = SHAREGPT, seed: int = 0) -> Trace:
+    """A stationary Poisson load of ``rate`` requests per second."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.poisson(rate * duration_s))
+    arrivals = np.sort(rng.uniform(0.0, duration_s, count))
+    return _trace(f"poisson-{rate:g}", arrivals, mix, rng)
+
+
+def gamma(
+    rate: float, duration_s: float, *, burstiness: float = 0.5, mix: TokenMix = SHAREGPT, seed: int = 0
+) -> Trace:
+    """Gamma inter-arrivals as ``vllm bench serve --burstiness``: shape ``burstiness`` (1 = Poisson)."""
+    rng = np.random.default_rng(seed)
+    expected = int(rate * duration_s * 1.2) + 16
+    gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), expected)
+    arrivals = np.cumsum(gaps)
+    while arrivals[-1] < duration_s:
+        more = np.cumsum(rng.gamma(burstiness, 1.0 / (rate * burstiness), expected)) + arrivals[-1]
+        arrivals = np.concatenate((arrivals, more))
+    return _trace(f"gamma-{rate:g}-b{burstiness:g}", arrivals[arrivals < duration_s], mix, rng)
+
+
+def diurnal(
+    mean_rate: float,
+    duration_s: float,
+    *,
+    amplitude: float = 0.6,
+    period_s: float = 3600.0,
+    mix: TokenMix = SHAREGPT,
+    seed: int = 0,
+) -> Trace:
+    """A sinusoidal day compressed into ``period_s``: rate = mean × (1 − amplitude·cos 2πt/period)."""
+    rng = np.random.default_rng(seed)
+
+    def rate(t: FloatArray) -> FloatArray:
+        out: FloatArray = mean_rate * (1.0 - amplitude * np.cos(2.0 * np.pi * t / period_s))
+        return out
+
+    return _trace(f"diurnal-{mean_rate:g}", _inhomogeneous(rng, rate, duration_s), mix, rng)
+
+
+def mmpp(
+    base_rate: float,
+    burst_rate: float,
+    duration_s: float,
+    *,
+    base_mean_s: float = 300.0,
+    burst_mean_s: float = 90.0,
+    mix: TokenMix = SHAREGPT,
+    seed: int = 0,
+) -> Trace:
+    """A two-state Markov-modulated Poisson process: calm at ``base_rate``, bursts at ``burst_rate``.
+
+    Sojourns are exponential with the given means. The rate switches within a one-second ramp.
+    """
+    rng = np.random.default_rng(seed)
+    edges = [0.0]
+    levels = []
+    t, burst = 0.0, False
+    while t < duration_s:
+        stay = rng.exponential(burst_mean_s if burst else base_mean_s)
+        levels.append(burst_rate if burst else base_rate)
+        t += stay
+        edges.append(t)
+        burst = not burst
+    edge_arr = np.asarray(edges)
+    level_arr = np.asarray(levels)
+
+    def rate(grid: FloatArray) -> FloatArray:
+        idx = np.clip(np.searchsorted(edge_arr, grid, side="right") - 1, 0, len(level_arr) - 1)
+        out: FloatArray = level_arr[idx]
+        return out
+
+    name = f"mmpp-{base_rate:g}-{burst_rate:g}"
+    return _trace(name, _inhomogeneous(rng, rate, duration_s), mix, rng)
+
+
+def step(
+    rate_before: float,
+    rate_after: float,
+    duration_s: float,
+    *,
+    at_s: float | None = None,
+    mix: TokenMix = SHAREGPT,
+    seed: int = 0,
+) -> Trace:
+    """A load that jumps from ``rate_before`` to ``rate_after`` at ``at_s`` (mid-trace by default)."""
+    rng = np.random.default_rng(seed)
+    switch = duration_s / 2.0 if at_s is None else at_s
+
+    def rate(t: FloatArray) -> FloatArray:
+        out: FloatArray = np.where(t < switch, rate_before, rate_after).astype(np.float64)
+        return out
+
+    name = f"step-{rate_before:g}-{rate_after:g}"
+    return _trace(name, _inhomogeneous(rng, rate, duration_s), mix, rng)
+
+
+def ramp(
+    rate_start: float, rate_end: float, duration_s: float, *, mix: TokenMix = SHAREGPT, seed: int = 0
+) -> Trace:
+    """A load that grows (or falls) linearly from ``rate_start`` to ``rate_end``."""
+    rng = np.random.default_rng(seed)
+
+    def rate(t: FloatArray) -> FloatArray:
+        out: FloatArray = rate_start + (rate_end - rate_start) * t / duration_s
+        return out
+
+    name = f"ramp-{rate_start:g}-{rate_end:g}"
+    return _trace(name, _inhomogeneous(rng, rate, duration_s), mix, rng)
