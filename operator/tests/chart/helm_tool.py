@@ -48,15 +48,29 @@ def find_helm() -> str | None:
     return str(found[-1]) if found else None
 
 
-def require_helm() -> str:
-    """helm's path; skips the test without it, or fails when the environment demands the tools."""
-    helm = find_helm()
-    if helm is not None:
-        return helm
-    reason = "helm not found: set HELM, put helm on PATH, or run `make cluster-tools`"
+def require_tool(found: str | None, reason: str) -> str:
+    """``found``; without it skip the test, or fail it when the environment demands the tools."""
+    if found is not None:
+        return found
     if os.environ.get("TAILGUARD_REQUIRE_CLUSTER") == "1":
         pytest.fail(f"{reason} (TAILGUARD_REQUIRE_CLUSTER=1)")
     pytest.skip(reason)
+
+
+def require_helm() -> str:
+    """helm's path; skips the test without it, or fails when the environment demands the tools."""
+    return require_tool(
+        find_helm(), "helm not found: set HELM, put helm on PATH, or run `make cluster-tools`"
+    )
+
+
+def require_promtool() -> str:
+    """promtool (Prometheus's checker, installed with Prometheus by `make cluster-tools`)."""
+    explicit = os.environ.get("PROMTOOL")
+    found = explicit if explicit and os.access(explicit, os.X_OK) else shutil.which("promtool")
+    return require_tool(
+        found, "promtool not found: set PROMTOOL, or run `make cluster-tools` (Debian prometheus)"
+    )
 
 
 class HelmError(RuntimeError):

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 from tailguard.contract.vllm import ENGINE_LABEL, MODEL_NAME_LABEL, SERVICE_LABEL, VllmMetric
@@ -20,6 +23,7 @@ from tailguard.metrics.promql import QueryScope, all_queries
 from tailguard.reconcile.telemetry import Telemetry
 
 from .chart_files import DASHBOARD
+from .helm_tool import require_promtool
 from .promql_check import Kind, PromQLError, expand_grafana, parse
 
 #: vLLM families exposed as histograms (``_bucket``, ``_sum`` and ``_count`` series).
@@ -234,3 +238,38 @@ def test_dashboard_is_well_formed_for_grafana() -> None:
         ref_ids = [t["refId"] for t in panel["targets"]]
         assert len(ref_ids) == len(set(ref_ids)), panel["title"]
         assert panel.get("description"), f"panel {panel['title']!r} needs a description"
+
+
+def _promtool_check_rules(tmp_path: Path, exprs: list[str]) -> subprocess.CompletedProcess[str]:
+    rules = {
+        "groups": [
+            {"name": "check", "rules": [{"record": f"check:q{i}", "expr": e} for i, e in enumerate(exprs)]}
+        ]
+    }
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    return subprocess.run(
+        [require_promtool(), "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_prometheus_own_parser_accepts_every_dashboard_query(tmp_path: Path) -> None:
+    """promtool parses each query with Prometheus's real parser (as recording rules; no server needed)."""
+    exprs = [
+        expand_grafana(e).replace("$namespace", ".*").replace(f"${SERVICE_LABEL}", ".*")
+        for _, e in _queries()
+    ]
+    exprs += list(all_queries(QueryScope(namespaces=("team-a",))).values())
+    result = _promtool_check_rules(tmp_path, exprs)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(exprs)} rules found" in result.stdout
+
+
+def test_prometheus_own_parser_rejects_what_ours_rejects(tmp_path: Path) -> None:
+    """The two parsers agree on a broken query, so a pass above means something."""
+    result = _promtool_check_rules(tmp_path, ["sum(rate(x[5m])"])
+    assert result.returncode != 0

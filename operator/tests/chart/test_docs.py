@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from tailguard.k8s.render import PORT_NAME, render_pod_monitor
 from tailguard.policy.types import Limit
 
 from .chart_files import CHART, REPO
+from .helm_tool import require_promtool
 from .promql_check import parse
 
 DOCS = REPO / "docs"
@@ -94,6 +96,23 @@ def test_plain_prometheus_scrape_config_adds_the_label_the_pod_monitor_adds() ->
     port = next(r for r in relabels if r["source_labels"] == ["__meta_kubernetes_pod_container_port_name"])
     assert port["regex"] == PORT_NAME == monitor["port"]
     assert job["metrics_path"] == monitor["path"]
+
+
+def test_plain_prometheus_scrape_config_is_valid_for_prometheus(tmp_path: Path) -> None:
+    section = _section(OPERATIONS.read_text(), "### Without the Prometheus Operator")
+    (block,) = _blocks(section, "yaml")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(block)
+    result = subprocess.run(
+        [require_promtool(), "check", "config", "--syntax-only", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if "field kubernetes_sd_configs not found" in result.stdout + result.stderr:
+        pytest.skip("this promtool is built without Kubernetes service discovery (Debian's is)")
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def _any_service() -> Any:
