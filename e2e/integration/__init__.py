@@ -1,0 +1,1 @@
+"""Integration tests: the foundation (CRD, renderers, reconcile) against a real API server."""
