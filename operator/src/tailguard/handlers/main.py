@@ -115,6 +115,10 @@ def run_operator(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # One line per Prometheus query and per handler run drowns what matters.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     config.load_config()  # type: ignore[no-untyped-call]
     try:
         asyncio.run(run_async(args))

@@ -6,6 +6,8 @@ Reconcile code depends only on :class:`ClusterAPI`; tests pass :class:`FakeClust
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -175,16 +177,27 @@ class FakeCluster:
 class KubernetesCluster:
     """:class:`ClusterAPI` over the official client's dynamic API (server-side apply)."""
 
+    #: Seconds before a kind found missing is looked up again.
+    RECHECK_MISSING_S = 300.0
+
     def __init__(self, field_manager: str, api_client: Any | None = None) -> None:
         from kubernetes import client, dynamic
 
         self._field_manager = field_manager
         self._api_client = api_client or client.ApiClient()
         self._dynamic = dynamic.DynamicClient(self._api_client)  # type: ignore[no-untyped-call]
-        self._served: dict[tuple[str, str], bool] = {}
+        # The dynamic client's discovery cache is not thread-safe, and kopf runs sync handlers in
+        # worker threads: resolve each kind once, under a lock.
+        self._lock = threading.Lock()
+        self._resources: dict[tuple[str, str], Any] = {}
+        self._missing: dict[tuple[str, str], float] = {}
 
     def _resource(self, api_version: str, kind: str) -> Any:
-        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        key = (api_version, kind)
+        with self._lock:
+            if key not in self._resources:
+                self._resources[key] = self._dynamic.resources.get(api_version=api_version, kind=kind)
+            return self._resources[key]
 
     def apply(self, manifest: Manifest) -> Manifest:
         meta = manifest["metadata"]
@@ -219,13 +232,18 @@ class KubernetesCluster:
         from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
         key = (api_version, kind)
-        if not self._served.get(key):
-            try:
-                self._resource(api_version, kind)
-                self._served[key] = True
-            except ResourceNotFoundError:
+        checked = self._missing.get(key)
+        if checked is not None and time.monotonic() - checked < self.RECHECK_MISSING_S:
+            return False
+        try:
+            self._resource(api_version, kind)
+        except ResourceNotFoundError:
+            with self._lock:
+                # A CRD installed later (the Prometheus Operator's) is found at the next recheck.
                 self._dynamic.resources.invalidate_cache()
-                return False
+                self._missing[key] = time.monotonic()
+            return False
+        self._missing.pop(key, None)
         return True
 
     def patch_status(

@@ -1,0 +1,239 @@
+"""Operator scale benchmark: one operator, many InferenceServices, a real API server and Prometheus.
+
+Run with ``make bench-operator`` (``N=500`` by default). It starts (or reuses) the local control
+plane, creates N InferenceServices in mode DryRun with ``replicas: 0`` (no GPUs needed), serves
+vLLM metrics for one simulated engine per service through the fleet, points a real Prometheus at
+them, runs ``tailguard run`` as a subprocess, and reads from the operator's own ``/metrics``:
+control-cycle time, Prometheus queries per cycle, and the process's resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cluster.control_plane import Cluster, free_ports
+from cluster.prometheus import Prometheus
+from tailguard.fleet.model import Fleet
+from tailguard.fleet.server import FleetServer
+from tailguard.sim.profiles import get_profile
+
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "tg-scale"
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    binary = shutil.which("kubectl") or str(REPO / ".venv" / "bin" / "kubectl")
+    out = subprocess.run(
+        [binary, f"--kubeconfig={kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def manifests(n: int) -> str:
+    docs = []
+    for i in range(n):
+        docs.append(
+            {
+                "apiVersion": "tailguard.dev/v1alpha1",
+                "kind": "InferenceService",
+                "metadata": {"name": f"svc-{i:04d}", "namespace": NAMESPACE},
+                "spec": {
+                    "model": {"name": "bench/model"},
+                    "replicas": 0,
+                    "slo": {"ttftP99Ms": 500},
+                    "autoscaling": {"mode": "DryRun", "minReplicas": 1, "maxReplicas": 4},
+                },
+            }
+        )
+    return yaml.safe_dump_all(docs)
+
+
+def synthetic_pods(n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "metadata": {
+                "name": f"svc-{i:04d}-0",
+                "namespace": NAMESPACE,
+                "labels": {"tailguard.dev/inference-service": f"svc-{i:04d}"},
+            },
+            "spec": {"containers": [{"args": ["bench/model", "--max-num-seqs", "256"]}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for i in range(n)
+    ]
+
+
+def scrape(url: str) -> dict[str, float]:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, value = line.rpartition(" ")
+        values[name] = values.get(name, 0.0) + float(value)
+    return values
+
+
+def total(values: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in values.items() if re.match(rf"^{re.escape(prefix)}(\{{|$)", k))
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", "--services", type=int, default=int(os.environ.get("N", "500")))
+    parser.add_argument(
+        "--measure-s", type=float, default=120.0, help="how long to measure once all services are seen"
+    )
+    parser.add_argument("--out", default=str(REPO / "out" / "bench-operator"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    cluster = Cluster()
+    cluster.up()
+    kube = cluster.kubeconfig
+    kubectl(kube, "apply", "--server-side", "-f", str(REPO / "crds"))
+    kubectl(
+        kube, "wait", "--for=condition=Established", "crd/inferenceservices.tailguard.dev", "--timeout=60s"
+    )
+    # A namespace left terminating by an earlier run would swallow the new objects.
+    subprocess.run(
+        [shutil.which("kubectl") or str(REPO / ".venv/bin/kubectl"), f"--kubeconfig={kube}", "wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=180s"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    subprocess.run(
+        [
+            shutil.which("kubectl") or str(REPO / ".venv/bin/kubectl"),
+            f"--kubeconfig={kube}",
+            "create",
+            "namespace",
+            NAMESPACE,
+        ],
+        capture_output=True,
+        check=False,
+    )
+
+    work = Path(tempfile.mkdtemp(prefix="tg-bench-"))
+    fleet = Fleet(get_profile("h100-llama3-8b"), seed=1)
+    for i in range(args.services):
+        fleet.set_rate(NAMESPACE, f"svc-{i:04d}", 0.2)
+    pods = synthetic_pods(args.services)
+    server = FleetServer(
+        fleet, host="127.0.0.1", port=0, sd_file=work / "targets.json", list_pods=lambda: pods
+    )
+    threading.Thread(target=server.serve, daemon=True).start()
+    prom = Prometheus(work / "prometheus")
+    scrape_configs = [
+        {
+            "job_name": "fleet",
+            "scrape_interval": "5s",
+            "scrape_timeout": "5s",
+            "file_sd_configs": [{"files": [str(work / "targets.json")], "refresh_interval": "5s"}],
+        }
+    ]
+    prom_url = prom.start(scrape_configs, interval="5s", die_with_parent=True)
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        print(f"[bench] creating {args.services} InferenceServices", flush=True)
+        kubectl(kube, "apply", "--server-side", "-f", "-", stdin=manifests(args.services))
+        metrics_port, liveness_port = free_ports(2)
+        env = {**os.environ, "KUBECONFIG": str(kube)}
+        log = open(out / "operator.log", "wb")  # noqa: SIM115 - closed with the process
+        operator = subprocess.Popen(
+            [
+                str(REPO / ".venv" / "bin" / "tailguard"), "run", "--all-namespaces",
+                "--prometheus-url", prom_url, "--metrics-port", str(metrics_port),
+                "--liveness-port", str(liveness_port), "--listen-address", "127.0.0.1",
+            ],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            try:
+                values = scrape(metrics_url)
+            except OSError:
+                continue
+            seen = total(values, "tailguard_inference_services")
+            decided = total(values, "tailguard_decisions_total")
+            print(f"[bench] operator sees {seen:.0f} services, {decided:.0f} decisions so far", flush=True)
+            if seen >= args.services and decided >= args.services:
+                break
+        else:
+            raise RuntimeError("the operator did not see every service within 10 minutes")
+        before = scrape(metrics_url)
+        time.sleep(args.measure_s)
+        after = scrape(metrics_url)
+        cycles = total(after, "tailguard_loop_duration_seconds_count") - total(
+            before, "tailguard_loop_duration_seconds_count"
+        )
+        seconds = total(after, "tailguard_loop_duration_seconds_sum") - total(
+            before, "tailguard_loop_duration_seconds_sum"
+        )
+        decisions = total(after, "tailguard_decisions_total") - total(before, "tailguard_decisions_total")
+        rss, peak = rss_mib(operator.pid)
+        result = {
+            "services": args.services,
+            "measured_s": args.measure_s,
+            "cycles": cycles,
+            "decisions": decisions,
+            "mean_cycle_s": seconds / cycles if cycles else None,
+            # Over the whole run: a window boundary can fall between a cycle's queries and its end.
+            "queries_per_cycle": total(after, "tailguard_prometheus_queries_total")
+            / max(1.0, total(after, "tailguard_loop_duration_seconds_count")),
+            "rss_mib": round(rss, 1),
+            "peak_rss_mib": round(peak, 1),
+        }
+        (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2), flush=True)
+        ok = (result["mean_cycle_s"] or 99) <= 2.0 and peak <= 250
+        print(
+            f"[bench] targets: cycle ≤ 2 s, RSS ≤ 250 MiB, queries per cycle constant -> {'met' if ok else 'MISSED'}"
+        )
+        return 0
+    finally:
+        if operator is not None:
+            operator.terminate()
+            try:
+                operator.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+        server.stop.set()
+        prom.stop()
+        subprocess.run(
+            [shutil.which("kubectl") or str(REPO / ".venv/bin/kubectl"), f"--kubeconfig={kube}", "delete", "namespace", NAMESPACE, "--wait=false"],
+            capture_output=True, check=False,
+        )  # fmt: skip
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
