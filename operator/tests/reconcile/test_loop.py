@@ -313,3 +313,19 @@ def test_restart_resumes_from_recorded_intent_without_repeating_the_action() -> 
     assert restarted.deployment_replicas() == scaled_to, "starting replicas count as capacity on the way"
     assert [n for _, n in restarted.events if n.reason == "Scaled"] == []
     assert state["desiredReplicas"] == scaled_to
+
+
+def test_resync_reverts_a_hand_edit_from_the_inventory_without_reads() -> None:
+    harness = Harness(FakePrometheus())
+    harness.add(autoscaling={"mode": "Off"})
+    deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert deployment is not None
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:latest"
+    harness.cluster.add(deployment)
+    harness.inventory.put_deployment(deployment)
+    harness.run(NOW)
+    harness.run(NOW + 31)
+    live = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert live is not None
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"].startswith("vllm/vllm-openai:")
+    assert [note.reason for _, note in harness.events] == ["Updated"]

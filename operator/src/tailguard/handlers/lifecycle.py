@@ -49,12 +49,6 @@ def on_spec(body: kopf.Body, **_: Any) -> None:
     _sync(body)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=30.0, initial_delay=5.0)
-def on_resync(body: kopf.Body, **_: Any) -> None:
-    """Level-based resync: revert hand edits to the children, refresh replica counts and conditions."""
-    _sync(body)
-
-
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def track_service(event: kopf.RawEvent, **_: Any) -> None:
     """Keep the inventory's copy of each InferenceService current."""

@@ -38,17 +38,32 @@ def foreign_replica_writers(deployment: dict[str, Any] | None) -> list[str]:
     return sorted(set(writers))
 
 
-def sync_children(isvc: InferenceService, api: ClusterAPI) -> ChildrenOutcome:
+def sync_children(
+    isvc: InferenceService,
+    api: ClusterAPI,
+    *,
+    from_view: bool = False,
+    known_deployment: Manifest | None = None,
+) -> ChildrenOutcome:
     """Apply every child whose live state differs from its rendering; skip writes that change nothing.
 
     Hand edits to fields tailguard sets (the pod template included) are reverted by the apply.
     Replicas are the exception when another field manager owns them (an HPA, KEDA): tailguard
     leaves them alone rather than fight, and the control loop reports it.
+
+    With ``from_view``, ``known_deployment`` is the live Deployment (None: known to be absent), only
+    the Deployment is synced and nothing is read: the periodic resync works from the watch-fed view.
     """
     outcome = ChildrenOutcome()
-    for desired in render_all(isvc, with_pod_monitor=api.serves(*POD_MONITOR)):
+    with_pod_monitor = not from_view and api.serves(*POD_MONITOR)
+    for desired in render_all(isvc, with_pod_monitor=with_pod_monitor):
         meta = desired["metadata"]
-        live = api.get(desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"])
+        if from_view and desired["kind"] != "Deployment":
+            continue
+        if from_view:
+            live = known_deployment
+        else:
+            live = api.get(desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"])
         label = f"{desired['kind']}/{meta['name']}"
         if desired["kind"] == "Deployment" and foreign_replica_writers(live):
             desired["spec"].pop("replicas", None)

@@ -24,6 +24,7 @@ from tailguard.metrics.signals import Cycle, read_cycle, signals_for
 from tailguard.reconcile.autoscale import AutoscaleInput, autoscale, record_telemetry
 from tailguard.reconcile.children import sync_children
 from tailguard.reconcile.inventory import Inventory, Key
+from tailguard.reconcile.service import reconcile, write_status
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 from tailguard.reconcile.workload import observe_workload
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 
 #: The policy's state is written to its annotation when an action is taken, and at least this often.
 STATE_PERSIST_INTERVAL_S = 300.0
+#: How often each service's Deployment and status are checked against its spec (level-based resync).
+#: Done here rather than with a kopf timer: kopf guards timers with a finalizer, which would make
+#: deleting an InferenceService hang whenever the operator is down.
+RESYNC_INTERVAL_S = 30.0
 
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
@@ -80,6 +85,7 @@ class ControlLoop:
         self._last_run: dict[Key, float] = {}
         self._states: dict[Key, str] = {}
         self._persisted_at: dict[Key, float] = {}
+        self._resynced_at: dict[Key, float] = {}
 
     def _due(self, key: Key, interval_s: float, now: float) -> bool:
         last = self._last_run.get(key)
@@ -102,10 +108,14 @@ class ControlLoop:
             )
             if self._due(key, interval, now):
                 due.append(key)
+            elif now - self._resynced_at.get(key, now) >= RESYNC_INTERVAL_S:
+                report.writes += await asyncio.to_thread(self._resync, key, now)
+            self._resynced_at.setdefault(key, now)
         for gone in set(self._last_run) - set(keys):
             self._last_run.pop(gone, None)
             self._states.pop(gone, None)
             self._persisted_at.pop(gone, None)
+            self._resynced_at.pop(gone, None)
             self.telemetry.forget(*gone)
         report.services = len(keys)
         if not due:
@@ -128,6 +138,23 @@ class ControlLoop:
         report.duration_s = time.perf_counter() - started
         self.telemetry.loop_duration.observe(report.duration_s)
         return report
+
+    def _resync(self, key: Key, now: float) -> int:
+        """Revert drift of the Deployment and refresh the workload status, from the inventory."""
+        self._resynced_at[key] = now
+        view = self.inventory.view(key)
+        if view is None:
+            return 0
+        result = reconcile(
+            view.body, self.cluster, now=iso(now), view=(view.deployment, list(view.pods.values()))
+        )
+        try:
+            write_status(self.cluster, view.body, result)
+        except ConflictError:
+            return 0  # changed meanwhile; the next resync works from the fresh copy
+        for note in result.events:
+            self.post_event(key[0], key[1], note)
+        return int(bool(result.status_patch)) + len(result.events)
 
     def _step(self, key: Key, cycle: Cycle, now: float) -> int:
         view = self.inventory.view(key)

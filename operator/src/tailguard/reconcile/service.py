@@ -24,10 +24,18 @@ class ReconcileResult:
     workload: Workload | None = None
 
 
-def reconcile(body: Mapping[str, Any], api: ClusterAPI, *, now: str) -> ReconcileResult:
+def reconcile(
+    body: Mapping[str, Any],
+    api: ClusterAPI,
+    *,
+    now: str,
+    view: tuple[dict[str, Any] | None, list[dict[str, Any]]] | None = None,
+) -> ReconcileResult:
     """Bring the children of the InferenceService ``body`` in line with its spec; idempotent.
 
-    An invalid spec applies nothing and is reported as ``InvalidSpec=True`` with an event.
+    An invalid spec applies nothing and is reported as ``InvalidSpec=True`` with an event. With
+    ``view`` (the live Deployment and pods, from the watch-fed inventory) nothing is read from the
+    API server and only the Deployment is synced.
     """
     status = dict(body.get("status") or {})
     try:
@@ -42,14 +50,18 @@ def reconcile(body: Mapping[str, Any], api: ClusterAPI, *, now: str) -> Reconcil
             result.events.append(EventNote("Warning", "InvalidSpec", str(exc)))
         return result
 
-    children = sync_children(isvc, api)
+    if view is None:
+        children = sync_children(isvc, api)
+        pods = api.list("v1", "Pod", isvc.metadata.namespace, selector_labels(isvc.metadata.name))
+    else:
+        children = sync_children(isvc, api, from_view=True, known_deployment=view[0])
+        pods = view[1]
     result = ReconcileResult(isvc=isvc)
     for label in children.created:
         result.events.append(EventNote("Normal", "Created", f"created {label}"))
     for label in children.updated:
         result.events.append(EventNote("Normal", "Updated", f"brought {label} back to the spec"))
 
-    pods = api.list("v1", "Pod", isvc.metadata.namespace, selector_labels(isvc.metadata.name))
     workload = observe_workload(children.deployment, pods)
     result.workload = workload
     patch = workload_status(isvc, workload, now=now)

@@ -1,0 +1,180 @@
+"""Fixtures of the end-to-end scenarios: a real Prometheus, the simulated fleet, the autoscaling operator.
+
+Scenario time is wall time: the operator decides every 5 s (the shortest interval the API allows),
+Prometheus scrapes every second and the operator's ``rate()`` window is 10 s, so a scenario that
+would take minutes on a production cadence (15 s, 2 m) takes tens of seconds here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.prometheus import Prometheus
+from lib import testbed as testbed_mod
+from lib.kube import Kube
+from lib.operator import Identity, OperatorProcess
+from lib.wait import wait_for
+from tailguard.fleet.model import Fleet
+from tailguard.fleet.server import FleetServer
+from tailguard.sim.profiles import get_profile
+
+ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
+RATE_WINDOW = "10s"
+
+
+class FleetHandle:
+    """The fleet serving one test's namespace, with the load under the test's control."""
+
+    def __init__(self, server: FleetServer, namespace: str) -> None:
+        self.server = server
+        self.namespace = namespace
+
+    def set_rate(self, service: str, rate: float) -> None:
+        with self.server.lock:
+            self.server.fleet.set_rate(self.namespace, service, rate)
+
+    def ready_engines(self, service: str) -> int:
+        with self.server.lock:
+            return len(self.server.fleet.ready_pods(self.namespace, service))
+
+
+@pytest.fixture
+def fleet(testbed: testbed_mod.Testbed, namespace: str, tmp_path: Path) -> Iterator[FleetHandle]:
+    """Simulated vLLM engines behind the namespace's Ready pods (8B on H100 profile)."""
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(str(testbed.kubeconfig)))
+
+    def list_pods() -> list[dict[str, Any]]:
+        pods = api.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/managed-by=tailguard")
+        items: list[dict[str, Any]] = api.api_client.sanitize_for_serialization(pods).get("items", [])
+        return items
+
+    server = FleetServer(
+        Fleet(get_profile("h100-llama3-8b"), seed=11),
+        host="127.0.0.1",
+        port=0,
+        sd_file=tmp_path / "fleet-targets.json",
+        list_pods=list_pods,
+    )
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    yield FleetHandle(server, namespace)
+    server.stop.set()
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def prometheus(fleet: FleetHandle, tmp_path: Path) -> Iterator[Prometheus]:
+    """A real Prometheus scraping the fleet every second through file discovery."""
+    prom = Prometheus(tmp_path / "prometheus")
+    scrape = [
+        {
+            "job_name": "vllm",
+            "scrape_interval": "1s",
+            "scrape_timeout": "1s",
+            "file_sd_configs": [{"files": [str(fleet.server.sd_file)], "refresh_interval": "1s"}],
+        }
+    ]
+    prom.start(scrape, interval="1s", die_with_parent=True)
+    yield prom
+    prom.stop()
+
+
+class PrometheusGate:
+    """A loopback HTTP proxy in front of Prometheus that a test can close (unreachable) or slow down."""
+
+    def __init__(self, upstream: str) -> None:
+        import http.server
+        import urllib.request
+
+        self.upstream = upstream
+        self.open = True
+        self.delay_s = 0.0
+        gate = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _forward(self, method: str) -> None:
+                if not gate.open:
+                    self.close_connection = True
+                    self.connection.close()  # as if nothing listened: the client sees a dropped connection
+                    return
+                if gate.delay_s:
+                    time.sleep(gate.delay_s)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                req = urllib.request.Request(gate.upstream + self.path, data=body, method=method)
+                if self.headers.get("Content-Type"):
+                    req.add_header("Content-Type", self.headers["Content-Type"])
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    data = resp.read()
+                    self.send_response(resp.status)
+                    self.send_header("Content-Type", resp.headers.get("Content-Type", "application/json"))
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._forward("GET")
+
+            def do_POST(self) -> None:
+                self._forward("POST")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def prometheus_gate(prometheus: Prometheus) -> Iterator[PrometheusGate]:
+    """What the operator reaches Prometheus through."""
+    gate = PrometheusGate(prometheus.url)
+    yield gate
+    gate.close()
+
+
+@pytest.fixture
+def autoscaler(
+    crd: dict[str, Any],
+    operator_identity: Identity,
+    namespace: str,
+    kube: Kube,
+    testbed: testbed_mod.Testbed,
+    prometheus_gate: PrometheusGate,
+    request: pytest.FixtureRequest,
+) -> Iterator[OperatorProcess]:
+    """``tailguard run`` as its ServiceAccount, reading the test's Prometheus through the gate."""
+    log = testbed.workdir / "operator-logs" / f"{request.node.name}.log"
+    op = OperatorProcess(
+        operator_identity,
+        log,
+        prometheus_url=prometheus_gate.url,
+        extra_args=[f"--rate-window={RATE_WINDOW}", "--prometheus-timeout=2"],
+    )
+    request.node._tg_operator = op
+    op.start()
+    yield op
+    if op.running:
+        for obj in kube.list(*ISVC, namespace):
+            kube.delete(*ISVC, obj["metadata"]["name"], namespace)
+        with contextlib.suppress(AssertionError):
+            wait_for(
+                f"InferenceServices in {namespace} to go", lambda: not kube.list(*ISVC, namespace), timeout=30
+            )
+    op.stop()
+    refused = op.forbidden_lines()
+    assert not refused, "the API server refused the operator something:\n" + "\n".join(refused[:20])

@@ -1,0 +1,226 @@
+"""End-to-end scenarios: the operator autoscaling simulated vLLM pods on a real API server and Prometheus.
+
+Each test has its own namespace, fleet, Prometheus and operator, and reads like its phases:
+steady load, a step up, a fall, an outage, a restart, scarce GPUs, DryRun.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from cluster.prometheus import Prometheus
+from lib.kube import Kube, condition
+from lib.operator import OperatorProcess
+from lib.wait import wait_for
+
+from .conftest import ISVC, FleetHandle, PrometheusGate
+
+pytestmark = pytest.mark.e2e
+
+NAME = "chat"
+INTERVAL_S = 5
+
+
+def service(
+    namespace: str, *, mode: str = "Auto", replicas: int = 1, gpus: int = 1, **autoscaling: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "tailguard.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {
+            "model": {"name": "e2e/llama-8b"},
+            "engine": {"maxNumSeqs": 64, "startupTimeoutSeconds": 60},
+            "resources": {"gpus": gpus, "cpu": "1", "memory": "1Gi"},
+            "replicas": replicas,
+            "slo": {"ttftP99Ms": 500, "goodputTarget": 0.95},
+            "autoscaling": {
+                "mode": mode,
+                "minReplicas": 1,
+                "maxReplicas": 6,
+                "intervalSeconds": INTERVAL_S,
+                "scaleDownStabilizationSeconds": 20,
+                **autoscaling,
+            },
+        },
+    }
+
+
+def status(kube: Kube, namespace: str) -> dict[str, Any]:
+    obj = kube.get(*ISVC, NAME, namespace) or {}
+    return dict(obj.get("status") or {})
+
+
+def deployment_replicas(kube: Kube, namespace: str) -> int:
+    dep = kube.get("apps/v1", "Deployment", NAME, namespace)
+    return int(((dep or {}).get("spec") or {}).get("replicas") or 0)
+
+
+def events(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
+    found = [
+        e for e in kube.list("v1", "Event", namespace)
+        if (e.get("involvedObject") or {}).get("name") == NAME and e.get("reason") == reason
+    ]  # fmt: skip
+    return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+
+def cond(kube: Kube, namespace: str, type_: str) -> tuple[str, str] | None:
+    c = condition(kube.get(*ISVC, NAME, namespace), type_)
+    return (c["status"], c["reason"]) if c else None
+
+
+def wait_condition(kube: Kube, namespace: str, type_: str, status_: str, *, timeout: float = 60) -> None:
+    wait_for(
+        f"{type_}={status_} on {namespace}/{NAME}",
+        lambda: (cond(kube, namespace, type_) or ("", ""))[0] == status_,
+        timeout=timeout,
+        details=lambda: str(status(kube, namespace)),
+    )
+
+
+def start_serving(kube: Kube, namespace: str, fleet: FleetHandle, rate: float, **kw: Any) -> None:
+    """Phase: apply the service, wait for its replicas to serve and its metrics to be fresh."""
+    fleet.set_rate(NAME, rate)
+    kube.apply(service(namespace, **kw))
+    replicas = kw.get("replicas", 1)
+    wait_for(
+        f"{replicas} engine(s) serving", lambda: fleet.ready_engines(NAME) >= min(replicas, 1), timeout=60
+    )
+    wait_condition(kube, namespace, "MetricsAvailable", "True", timeout=60)
+
+
+def test_steady_load_inside_the_slo_changes_nothing(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
+) -> None:
+    start_serving(kube, namespace, fleet, rate=8)
+    wait_condition(kube, namespace, "SLOMet", "True", timeout=60)
+    # Phase: hold the load for 12 decision intervals.
+    deadline = time.monotonic() + 12 * INTERVAL_S
+    while time.monotonic() < deadline:
+        assert deployment_replicas(kube, namespace) == 1
+        time.sleep(2)
+    assert events(kube, namespace, "Scaled") == []
+    assert cond(kube, namespace, "SLOMet") == ("True", "GoodputMet")
+
+
+def test_a_step_to_triple_load_scales_up_once_and_fast(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess, prometheus: Prometheus
+) -> None:
+    start_serving(kube, namespace, fleet, rate=20)
+    # Phase: triple the load; note when Prometheus first shows the tail over the SLO.
+    fleet.set_rate(NAME, 60)
+    p99 = f'histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{namespace="{namespace}"}}[10s])))'
+
+    def breach_seen() -> bool:
+        result = prometheus.query(p99)
+        return bool(result) and float(result[0]["value"][1]) > 0.5
+
+    wait_for("Prometheus to show p99 TTFT above 500 ms", breach_seen, timeout=60, interval=0.5)
+    seen_at = time.monotonic()
+    scaled = wait_for("a scale-up", lambda: events(kube, namespace, "Scaled"), timeout=60, interval=0.5)
+    reaction = time.monotonic() - seen_at
+    assert reaction <= 2 * INTERVAL_S + 2, (
+        f"scale-up came {reaction:.1f} s after Prometheus showed the breach"
+    )
+    assert scaled[0]["message"].startswith("scaled 1→")
+    assert "TTFT" in scaled[0]["message"] or "queue" in scaled[0]["message"]
+    # Phase: while the new replicas start, no second scale-up.
+    started = deployment_replicas(kube, namespace)
+    assert started > 1
+    time.sleep(2 * INTERVAL_S)
+    ups = [e for e in events(kube, namespace, "Scaled") if "→" in e["message"]]
+    assert len(ups) == 1, [e["message"] for e in ups]
+    wait_condition(kube, namespace, "SLOMet", "True", timeout=90)
+
+
+def test_when_load_falls_it_scales_down_after_stabilization_not_below_min(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
+) -> None:
+    start_serving(kube, namespace, fleet, rate=40, replicas=4, minReplicas=2)
+    wait_for("4 engines serving", lambda: fleet.ready_engines(NAME) == 4, timeout=60)
+    # Phase: the load falls to a trickle.
+    fleet.set_rate(NAME, 1)
+    fell_at = time.monotonic()
+    downs = wait_for("a scale-down", lambda: events(kube, namespace, "Scaled"), timeout=150, interval=1)
+    waited = time.monotonic() - fell_at
+    assert waited >= 20, f"scaled down {waited:.0f} s after the fall, inside the 20 s stabilization window"
+    assert downs[0]["message"].startswith("scaled 4→")
+    wait_for("the minimum of 2 replicas", lambda: deployment_replicas(kube, namespace) == 2, timeout=150)
+    time.sleep(3 * INTERVAL_S)
+    assert deployment_replicas(kube, namespace) == 2
+
+
+def test_prometheus_outage_holds_and_reports_then_recovers(
+    kube: Kube,
+    namespace: str,
+    fleet: FleetHandle,
+    autoscaler: OperatorProcess,
+    prometheus_gate: PrometheusGate,
+) -> None:
+    start_serving(kube, namespace, fleet, rate=10)
+    # Phase: Prometheus becomes unreachable while the load rises.
+    prometheus_gate.open = False
+    fleet.set_rate(NAME, 80)
+    wait_condition(kube, namespace, "MetricsAvailable", "False", timeout=30)
+    assert cond(kube, namespace, "MetricsAvailable") == ("False", "PrometheusUnavailable")
+    assert events(kube, namespace, "PrometheusUnavailable"), "a Warning event explains the hold"
+    time.sleep(3 * INTERVAL_S)
+    assert deployment_replicas(kube, namespace) == 1, "no data is not a reason to act"
+    assert events(kube, namespace, "Scaled") == []
+    # Phase: Prometheus answers again, slowly but within the timeout; the operator recovers by itself.
+    prometheus_gate.delay_s = 0.5
+    prometheus_gate.open = True
+    wait_condition(kube, namespace, "MetricsAvailable", "True", timeout=30)
+    wait_for("the held scale-up to happen", lambda: events(kube, namespace, "Scaled"), timeout=60)
+
+
+def test_dry_run_decides_and_explains_but_leaves_the_deployment(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
+) -> None:
+    start_serving(kube, namespace, fleet, rate=60, mode="DryRun")
+    advice = wait_for(
+        "a DryRun decision event", lambda: events(kube, namespace, "DryRunDecision"), timeout=60
+    )
+    assert advice[0]["message"].startswith("would set replicas 1→")
+    decision = status(kube, namespace)["lastDecision"]
+    assert decision["applied"] is False
+    assert decision["replicas"] > 1
+    assert deployment_replicas(kube, namespace) == 1
+    assert events(kube, namespace, "Scaled") == []
+
+
+def test_no_runaway_when_gpus_run_out(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess, testbed: Any
+) -> None:
+    per_replica = 8
+    fits = testbed.total_gpus // per_replica
+    start_serving(kube, namespace, fleet, rate=300, gpus=per_replica, maxReplicas=fits + 4)
+    wait_for(
+        "pods Pending for lack of GPUs",
+        lambda: (status(kube, namespace).get("pendingReplicas") or 0) > 0,
+        timeout=90,
+        details=lambda: str(status(kube, namespace)),
+    )
+    wait_condition(kube, namespace, "ScalingLimited", "True", timeout=30)
+    asked = deployment_replicas(kube, namespace)
+    time.sleep(4 * INTERVAL_S)
+    assert deployment_replicas(kube, namespace) == asked, "kept adding replicas that cannot be scheduled"
+    assert asked <= fits + 4
+
+
+def test_operator_killed_after_scaling_resumes_without_repeating(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
+) -> None:
+    start_serving(kube, namespace, fleet, rate=20)
+    fleet.set_rate(NAME, 60)
+    first = wait_for("a scale-up", lambda: events(kube, namespace, "Scaled"), timeout=60)[0]["message"]
+    # Phase: the operator dies right after acting, and comes back.
+    autoscaler.kill()
+    autoscaler.start()
+    time.sleep(3 * INTERVAL_S)
+    messages = [e["message"] for e in events(kube, namespace, "Scaled")]
+    transitions = [m.split(":")[0] for m in messages]
+    assert transitions.count(first.split(":")[0]) == 1, messages
