@@ -144,7 +144,11 @@ def test_resync_leaves_replicas_owned_by_another_writer_alone() -> None:
     key = ("apps/v1", "Deployment", "team-a", "chat")
     cluster.objects[key]["spec"]["replicas"] = 5
     cluster.objects[key]["metadata"]["managedFields"] = [
-        {"manager": "kube-controller-manager", "subresource": "scale", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+        {
+            "manager": "kube-controller-manager",
+            "subresource": "scale",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        }
     ]
     result = reconcile(manifest(), cluster, now=NOW)
     assert cluster.objects[key]["spec"]["replicas"] == 5

@@ -103,14 +103,13 @@ class ControlLoop:
             view = self.inventory.view(key)
             if view is None:
                 continue
-            interval = float(
-                ((view.body.get("spec") or {}).get("autoscaling") or {}).get("intervalSeconds", 15)
-            )
-            if self._due(key, interval, now):
-                due.append(key)
-            elif now - self._resynced_at.get(key, now) >= RESYNC_INTERVAL_S:
+            if now - self._resynced_at.setdefault(key, now) >= RESYNC_INTERVAL_S:
                 report.writes += await asyncio.to_thread(self._resync, key, now)
-            self._resynced_at.setdefault(key, now)
+            autoscaling = (view.body.get("spec") or {}).get("autoscaling") or {}
+            if autoscaling.get("mode", "Auto") == "Off":
+                continue  # spec.replicas drives the Deployment; nothing to read or decide
+            if self._due(key, float(autoscaling.get("intervalSeconds", 15)), now):
+                due.append(key)
         for gone in set(self._last_run) - set(keys):
             self._last_run.pop(gone, None)
             self._states.pop(gone, None)
