@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from tailguard.policy.capacity import Capacity, StepModel, capacity, step_model, update_fit
+from tailguard.policy.capacity import Capacity, StepModel, capacity, implied_base, step_model, update_fit
 from tailguard.policy.signals import Derived, breach, check, derive, finite, is_idle
 from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
 
@@ -45,6 +45,13 @@ def _clamp(config: PolicyConfig, replicas: int) -> tuple[int, list[str]]:
     if replicas > config.max_replicas:
         return config.max_replicas, [Limit.MAX_REPLICAS.value]
     return replicas, []
+
+
+def _ceil(replicas: float) -> int:
+    """Round a replica need up, forgiving float noise (3.0001 is 3) and absurd inputs."""
+    if not math.isfinite(replicas):
+        return 1_000_000 if replicas > 0 else 0
+    return max(0, min(1_000_000, math.ceil(replicas - 0.02)))
 
 
 def _ewma(old: float | None, new: float, gain: float) -> float:
@@ -92,37 +99,52 @@ def decide(
     )
 
     # -- learn ------------------------------------------------------------------------------
+    waiting = obs.waiting or 0.0
     fit = state.fit
     floor = state.step_floor_s
     if derived.batch is not None and derived.step_s is not None and not obs.rollout_in_progress:
+        # The base step this pair implies if it lies on the prior curve; at a small batch that is
+        # the step itself, at a large one it is not fooled into taking a full step for the base.
+        base = implied_base(derived.batch, derived.step_s)
         if derived.fit_material:
             fit = update_fit(fit, derived.batch, derived.step_s, elapsed)
-            floor = derived.step_s if floor is None else min(floor, derived.step_s)
-        else:
-            # Only a level: replace the sums by this one pair (no slope can be learned from it).
+            floor = base if floor is None else min(floor, base)
+        elif floor is None or base < floor:
+            # Without the latency mean the step is running ÷ token rate, which moves with the
+            # running gauge: good enough for a base step, not for a slope.
+            floor = base
             fit = update_fit((0.0, 0.0, 0.0, 0.0, 0.0), derived.batch, derived.step_s, 0.0)
     out_tokens = state.output_tokens
     if derived.output_tokens is not None:
         out_tokens = _ewma(out_tokens, derived.output_tokens, 0.2)
-    ratio = state.tpot_ratio
+    offset = state.tpot_offset_s
     tpot = obs.p99_tpot_s
+    tpot_ok = (
+        config.tpot_slo_s is not None
+        and tpot is not None
+        and finite(tpot)
+        and tpot <= 0.9 * config.tpot_slo_s
+    )
     if (
         config.tpot_slo_s is not None
         and tpot is not None
         and finite(tpot)
         and derived.step_s
-        and tpot >= 0.6 * config.tpot_slo_s
+        and tpot >= 0.4 * config.tpot_slo_s
+        and not broken
+        and waiting <= 0
     ):
-        # Read the p99-to-mean ratio only near the SLO: far below it the p99 sits in a wide
-        # bucket and its interpolation says little.
-        ratio = _ewma(ratio, min(2.0, max(1.0, tpot / derived.step_s)), 0.2)
+        # Learn the gap only near the SLO: far below it the p99 sits in a wide bucket and its
+        # interpolation says little; in a breach the queue's prefill storms widen it.
+        gap = min(config.tpot_slo_s, max(0.0, tpot - derived.step_s))
+        offset = _ewma(offset, gap, 0.2)
 
     rate = obs.request_rate or 0.0
-    waiting = obs.waiting or 0.0
-    growth = 0.0
-    if waiting > 0 and state.waiting is not None and elapsed > 0:
-        growth = max(0.0, (waiting - state.waiting) / elapsed)
-    arrivals = rate + growth
+    # Finished requests per second. Under overload that is only what the replicas sustain: the
+    # growth of the queue since the last decision is demand too.
+    arrivals = rate
+    if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
+        arrivals += max(0.0, (waiting - state.waiting) / elapsed)
     if state.rate_level is None or elapsed <= 0:
         level, trend = arrivals, 0.0
     else:
@@ -132,12 +154,13 @@ def decide(
     level = max(0.0, level)
 
     model = step_model(fit, floor)
-    cap = _capacity(config, model, out_tokens, obs.max_batch, ratio, derived)
+    cap = _capacity(config, model, out_tokens, obs.max_batch, offset, derived, tpot_ok)
     scale = state.capacity_scale
     if cap is not None and derived.per_replica_rate is not None and not idle:
         per = derived.per_replica_rate
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
-        if broken and settled:
+        steady = trend * config.startup_s <= _TREND_SIGNIFICANT * max(level, 1e-9)
+        if broken and settled and steady:
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
@@ -148,12 +171,25 @@ def decide(
             scale = max(recovered, per / cap.rate)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
     per_replica = cap.rate * scale if cap is not None else None
+    saturated = broken and waiting > 0 and settled and bool(derived.per_replica_rate)
+    if saturated:
+        # Saturated replicas finish what they can: that is the capacity to size with now (only
+        # once the fleet is settled; a window that mixes fleet sizes would understate it).
+        per_replica = derived.per_replica_rate
 
     # -- size -------------------------------------------------------------------------------
     horizon = config.startup_s
-    forecast = level + trend * horizon if trend * horizon > _TREND_SIGNIFICANT * level else level
+    # The trend of finished requests means little while the queue grows; use it only when healthy.
+    rising = not broken and trend * horizon > _TREND_SIGNIFICANT * level
+    forecast = level + trend * horizon if rising else level
     demand = max(arrivals, level)
     parts: list[str] = []
+    # What the load needs at the healthy capacity: the figure the stabilization windows keep
+    # (a breach's emergency sizing is not worth holding for twenty minutes).
+    healthy_capacity = cap.rate * scale if cap is not None else None
+    sized: int | None = None
+    if healthy_capacity is not None and healthy_capacity > 0 and not idle:
+        sized = _ceil(max(demand, forecast) / (healthy_capacity * config.target_utilization))
     if idle:
         recommended = config.min_replicas
         code = Reason.IDLE
@@ -168,11 +204,16 @@ def decide(
         u = config.target_utilization
         need_up = max(demand, forecast) / (per_replica * u)
         if broken:
-            need_up = max(need_up, (demand + waiting / horizon) / (per_replica * u))
-        up = math.ceil(need_up - 0.02)
+            # The queue is drained by the replicas to come, over twice their start-up.
+            need_up = max(need_up, (demand + waiting / (2.0 * horizon)) / (per_replica * u))
+        up = _ceil(need_up)
         down_u = max(0.05, u - config.scale_down_margin)
-        down = math.ceil(demand / (per_replica * down_u) - 0.02)
-        if up > current:
+        down = _ceil(demand / (per_replica * down_u))
+        on_the_way = obs.starting_replicas + obs.pending_replicas
+        if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
+            # Replicas are starting for this breach: wait for them unless the need grew clearly.
+            recommended = current
+        elif up > current:
             recommended = up
         elif broken:
             recommended = current
@@ -197,28 +238,32 @@ def decide(
         if forecast > demand * 1.01:
             load += f" (forecast {forecast:.1f} in {horizon:.0f} s)"
         parts.append(load)
-        assert cap is not None
-        parts.append(
-            f"capacity {per_replica:.1f} req/s per replica (bound by {cap.bound}: "
-            f"batch {cap.batch:.0f} at {cap.step_s * 1e3:.0f} ms/step)"
-        )
+        if saturated:
+            parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
+        elif cap is not None:
+            parts.append(
+                f"capacity {per_replica:.1f} req/s per replica (bound by {cap.bound}: "
+                f"batch {cap.batch:.0f} at {cap.step_s * 1e3:.0f} ms/step)"
+            )
 
     # -- limit ------------------------------------------------------------------------------
-    window = max(config.scale_down_stabilization_s, config.scale_up_stabilization_s)
-    history = (*tuple((t, r) for t, r in state.recommendations if now - t < window), (now, recommended))
+    last_breach = now if broken else state.last_breach_at
+    down_window = config.scale_down_stabilization_s
+    if last_breach is not None and now - last_breach < config.burst_memory_s:
+        down_window = max(down_window, config.burst_hold_s)
+    remembered = recommended if sized is None or not broken else min(recommended, max(sized, current))
+    history = (*_prune(state.recommendations, now, config), (now, remembered))
     final = recommended
     limits: list[str] = []
     if final < current:
         if broken:
             final = current
         else:
-            recent = [r for t, r in history if now - t <= config.scale_down_stabilization_s]
+            recent = [r for t, r in history if now - t <= down_window]
             stable = max(recent)
             if stable > final:
                 final = min(current, stable)
-                cautious = state.started_at is not None and (
-                    now - state.started_at < config.scale_down_stabilization_s
-                )
+                cautious = state.started_at is not None and (now - state.started_at < down_window)
                 limits.append((Limit.CAUTIOUS_START if cautious else Limit.STABILIZATION).value)
             if final < current and obs.rollout_in_progress:
                 final = current
@@ -233,8 +278,9 @@ def decide(
     if final > ceiling:
         final = ceiling
         limits.append(Limit.SCALE_UP_RATE.value)
-    if final > current and obs.pending_replicas > 0:
-        final = current
+    if obs.pending_replicas > 0 and (final > current or broken):
+        # Pods waiting for GPUs are not capacity, and more of them would not be either.
+        final = min(final, current)
         limits.append(Limit.PENDING_GPUS.value)
         if code is not Reason.SLO_BREACH:
             code = Reason.PENDING_GPUS
@@ -245,18 +291,24 @@ def decide(
     max_batch = obs.max_batch
     last_change = state.last_max_batch_change_at
     if model is not None and cap is not None and per_replica is not None and not idle:
-        proposal = _tune_max_batch(config, obs, model, cap, out_tokens, ratio, derived)
+        proposal = None
+        if settled and not (broken and waiting > 0):
+            proposal = _tune_max_batch(config, obs, model, cap, offset, derived, demand, scale, out_tokens)
         if proposal is not None:
             new_batch, why = proposal
             if obs.rollout_in_progress:
                 limits.append(Limit.ROLLOUT.value)
             elif last_change is not None and now - last_change < config.max_batch_change_interval_s:
                 limits.append(Limit.MAX_BATCH_INTERVAL.value)
-            elif obs.starting_replicas == 0 and obs.pending_replicas == 0:
-                new_cap = _capacity(config, model, out_tokens, new_batch, ratio, derived)
+            elif (
+                obs.starting_replicas == 0
+                and obs.pending_replicas == 0
+                and (new_batch < obs.max_batch or final <= current)
+            ):
+                new_cap = _capacity(config, model, out_tokens, new_batch, offset, derived, False)
                 slower = min(per_replica, new_cap.rate * scale if new_cap else per_replica)
                 # Each pod restarts in turn: keep one replica spare for the one that is down.
-                during = math.ceil(demand / (slower * config.target_utilization) - 0.02) + 1
+                during = _ceil(demand / (slower * config.target_utilization)) + 1
                 if during <= config.max_replicas:
                     max_batch = new_batch
                     last_change = now
@@ -284,13 +336,14 @@ def decide(
         output_tokens=out_tokens,
         fit=fit,
         step_floor_s=floor,
-        tpot_ratio=ratio,
+        tpot_offset_s=offset,
         capacity_scale=scale,
         ready=obs.ready_replicas,
         ready_changed_at=ready_changed_at,
         last_scale_at=now if direction else state.last_scale_at,
         last_direction=direction if direction else state.last_direction,
         last_max_batch_change_at=last_change,
+        last_breach_at=last_breach,
     )
     decision = Decision(
         replicas=final,
@@ -305,13 +358,36 @@ def decide(
     return decision, new_state
 
 
+def _prune(
+    history: tuple[tuple[float, int], ...], now: float, config: PolicyConfig
+) -> tuple[tuple[float, int], ...]:
+    """The recommendations the stabilization windows can still use.
+
+    Everything within the scale-up window is kept (its minimum is taken); older entries only
+    when no newer one is as large (the scale-down window takes the maximum), which keeps the
+    annotation short however long the window.
+    """
+    longest = max(config.scale_down_stabilization_s, config.burst_hold_s, config.scale_up_stabilization_s)
+    kept: list[tuple[float, int]] = []
+    newer_max = -1
+    for t, r in reversed(history):
+        age = now - t
+        if age >= longest:
+            break
+        if age < config.scale_up_stabilization_s or r > newer_max:
+            kept.append((t, r))
+        newer_max = max(newer_max, r)
+    return tuple(reversed(kept))
+
+
 def _capacity(
     config: PolicyConfig,
     model: StepModel | None,
     out_tokens: float | None,
     max_batch: int,
-    ratio: float | None,
+    offset: float | None,
     derived: Derived,
+    tpot_ok: bool,
 ) -> Capacity | None:
     if model is None or out_tokens is None:
         return None
@@ -321,12 +397,21 @@ def _capacity(
         max_batch=max_batch,
         batch_fill=config.batch_fill,
         tpot_slo_s=config.tpot_slo_s,
-        tpot_ratio=ratio or _DEFAULT_TPOT_RATIO,
+        tpot_offset_s=offset,
         kv_per_seq=derived.kv_per_seq,
+        batch_now=derived.batch,
+        tpot_ok_now=tpot_ok,
     )
 
 
+def _tpot_step_budget(slo: float, offset: float | None) -> float:
+    """The mean step that keeps p99 TPOT at 85% of its SLO."""
+    return 0.85 * slo - offset if offset is not None else 0.85 * slo / _DEFAULT_TPOT_RATIO
+
+
 def _round_down(value: float, step: int = 8) -> int:
+    if not math.isfinite(value):
+        return 1_000_000 if value > 0 else step
     return max(step, int(value // step) * step)
 
 
@@ -335,9 +420,11 @@ def _tune_max_batch(
     obs: Observation,
     model: StepModel,
     cap: Capacity,
-    out_tokens: float | None,
-    ratio: float | None,
+    offset: float | None,
     derived: Derived,
+    demand: float,
+    scale: float,
+    out_tokens: float | None,
 ) -> tuple[int, str] | None:
     """A new max batch and why, or ``None`` to keep it."""
     lo, hi = config.max_batch_min, config.max_batch_max
@@ -350,7 +437,7 @@ def _tune_max_batch(
     if (slo is not None and tpot is not None and finite(tpot) and tpot > slo) or preempting:
         target = current * 0.75
         if slo is not None:
-            target = min(target, model.batch_for_step(0.85 * slo / (ratio or _DEFAULT_TPOT_RATIO)))
+            target = min(target, model.batch_for_step(_tpot_step_budget(slo, offset)))
             target /= config.batch_fill
         new = max(lo, min(current - 8, _round_down(target)))
         if new < current:
@@ -363,14 +450,24 @@ def _tune_max_batch(
     # (which every prefill waits for) take over?
     room = [model.batch_for_step(config.ttft_slo_s / 4.0)]
     if slo is not None:
-        room.append(model.batch_for_step(0.85 * slo / (ratio or _DEFAULT_TPOT_RATIO)))
+        room.append(model.batch_for_step(_tpot_step_budget(slo, offset)))
     if derived.kv_per_seq is not None:
         room.append(0.85 / derived.kv_per_seq)
     target = min(min(room) / config.batch_fill, 2.0 * current, float(hi))
     new = _round_down(target)
-    if new < current * 1.25:
+    if new < current * 1.25 or derived.batch < 0.75 * current * config.batch_fill:
         return None
-    busy = derived.batch >= 0.75 * current * config.batch_fill or (obs.waiting or 0.0) > 0
-    if not busy:
+    # Worth a rolling restart only if the fleet then needs at least one replica fewer.
+    bigger = capacity(
+        model,
+        output_tokens=out_tokens or 1.0,
+        max_batch=new,
+        batch_fill=config.batch_fill,
+        tpot_slo_s=slo,
+        tpot_offset_s=offset,
+        kv_per_seq=derived.kv_per_seq,
+    )
+    u = config.target_utilization
+    if _ceil(demand / (bigger.rate * scale * u)) >= _ceil(demand / (cap.rate * scale * u)):
         return None
     return new, f"batch cap binds with headroom (batch {derived.batch:.0f} of {current})"

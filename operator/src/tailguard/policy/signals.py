@@ -114,4 +114,10 @@ def derive(obs: Observation) -> Derived:
         if finite(kv) and kv is not None and per_seq is not None and per_seq >= 1 and kv > 0
         else None
     )
+    if kv_per_seq is not None and not kv_per_seq > 1e-9:
+        kv_per_seq = None
+    if out_tokens is not None and not math.isfinite(out_tokens):
+        out_tokens = None
+    if batch is None or step is None or not (math.isfinite(batch) and math.isfinite(step) and step > 0):
+        batch, step, material = None, None, False
     return Derived(serving, per_rate, batch, step, material, out_tokens, kv_per_seq)

@@ -36,6 +36,10 @@ class PolicyConfig:
     #: Least time between two max-batch changes (each restarts every replica).
     max_batch_change_interval_s: float = 900.0
     max_batch_tuning: bool = True
+    #: After a breach, hold the largest recommendation this long before scaling down (a burst
+    #: that came once tends to come again), for ``burst_memory_s`` after the breach.
+    burst_hold_s: float = 900.0
+    burst_memory_s: float = 1800.0
     #: Expected seconds from a new replica's creation to Ready: the forecast horizon.
     startup_s: float = 90.0
     #: Data older than this is stale and holds every decision.
@@ -159,9 +163,9 @@ class PolicyState:
     output_tokens: float | None = None
     #: Decayed sums of (replica batch N, step time τ): weight, ΣN, ΣN², Στ, ΣNτ.
     fit: tuple[float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0)
-    #: Shortest step time seen (the base step) and the p99-TPOT-to-mean-step ratio.
+    #: Shortest step time seen (the base step) and how far p99 TPOT runs above the mean step.
     step_floor_s: float | None = None
-    tpot_ratio: float | None = None
+    tpot_offset_s: float | None = None
     #: Correction of the model from observed breaches (≤ 1).
     capacity_scale: float = 1.0
     #: Ready replicas at the last decision and when that count last changed.
@@ -170,6 +174,8 @@ class PolicyState:
     last_scale_at: float | None = None
     last_direction: int = 0
     last_max_batch_change_at: float | None = None
+    #: When the SLO was last seen broken.
+    last_breach_at: float | None = None
 
     def to_json(self) -> str:
         """Compact JSON; ``from_json`` reads it back to an equal state."""

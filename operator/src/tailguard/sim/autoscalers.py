@@ -69,6 +69,10 @@ class _HpaBehaviour:
         self.ups: deque[tuple[float, int]] = deque()
 
     def limit(self, now: float, current: int, recommended: int) -> int:
+        if not self.history:
+            # A controller that has been running keeps its window; start as if it had been
+            # recommending the current size (the simulation starts warm for every policy).
+            self.history.append((now, current))
         self.history.append((now, recommended))
         while self.history and now - self.history[0][0] > self.down_window_s:
             self.history.popleft()

@@ -369,7 +369,8 @@ def simulate(
         fleet._start(pod, 0.0, instant=True)
     end = trace.duration_s
     fleet.push(0.0, _SCRAPE)
-    fleet.push(0.0 + 1e-6, _TICK)
+    # The first decision comes once a rate window can hold two scrapes.
+    fleet.push(2.0 * config.scrape_interval_s + 1e-6, _TICK)
     timeline: list[TimelineRow] = []
     last_reason = ""
     arrivals = trace.arrival_s

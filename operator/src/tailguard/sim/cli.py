@@ -1,0 +1,193 @@
+"""``tailguard simulate``: a trace through tailguard and the peers' autoscalers, side by side.
+
+Wire it as a subcommand with ``add_arguments(parser)`` and ``run(args)``; ``python -m
+tailguard.sim`` runs it on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tailguard.sim import synthetic
+from tailguard.sim.oracle import SloTarget
+from tailguard.sim.profiles import PROFILES, get_profile
+from tailguard.sim.report import summary_document, table, write_plots, write_summary, write_timeline
+from tailguard.sim.runner import POLICIES, Scenario
+from tailguard.sim.runner import run as run_scenario
+from tailguard.sim.trace import Trace, TraceError, load_trace
+
+EXIT_USAGE = 2
+SYNTHETIC = ("poisson", "diurnal", "bursty", "gamma", "step", "ramp")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``tailguard simulate``."""
+    src = parser.add_argument_group("trace")
+    src.add_argument("--trace", help="trace file: native, Azure or Mooncake format (CSV or JSONL)")
+    src.add_argument(
+        "--synthetic",
+        choices=SYNTHETIC,
+        help="generate a seeded trace instead: poisson, diurnal, bursty (MMPP), gamma, step or ramp",
+    )
+    src.add_argument("--rate", type=float, default=60.0, help="synthetic mean (or base) rate, req/s")
+    src.add_argument("--peak-rate", type=float, help="synthetic burst/step/ramp-end rate, req/s")
+    src.add_argument("--duration-s", type=float, default=3600.0, help="synthetic trace length")
+    src.add_argument("--mix", choices=sorted(synthetic.MIXES), default="sharegpt", help="synthetic token mix")
+    src.add_argument("--rate-scale", type=float, default=1.0, help="compress time by K (K× the rate)")
+    src.add_argument("--window", help="cut START:END seconds of the trace (after --rate-scale)")
+    fleet = parser.add_argument_group("fleet and SLO")
+    fleet.add_argument("--profile", default="h100-llama3-8b", help=f"replica model: {', '.join(PROFILES)}")
+    fleet.add_argument("--slo-ttft-ms", type=float, default=500.0, help="p99 TTFT SLO")
+    fleet.add_argument("--slo-tpot-ms", type=float, help="p99 TPOT SLO (optional)")
+    fleet.add_argument("--goodput", type=float, default=0.99, help="fraction of requests meeting every SLO")
+    fleet.add_argument("--min-replicas", type=int, default=1)
+    fleet.add_argument("--max-replicas", type=int, default=32)
+    fleet.add_argument("--cold-start-s", type=float, default=60.0, help="time from a new pod to Ready")
+    fleet.add_argument("--max-batch", type=int, help="starting --max-num-seqs (the profile's default)")
+    fleet.add_argument("--max-batch-min", type=int, default=16, help="lowest max batch tailguard may set")
+    fleet.add_argument("--max-batch-max", type=int, default=512, help="highest max batch tailguard may set")
+    fleet.add_argument(
+        "--gpu-limit", type=int, help="GPUs the cluster has for this service (default: enough)"
+    )
+    fleet.add_argument("--router", choices=("random", "least"), default="random", help="Service spreading")
+    fleet.add_argument("--scrape-interval-s", type=float, default=15.0, help="Prometheus scrape interval")
+    fleet.add_argument("--oracle-window-s", type=float, default=60.0, help="window of the lower bound")
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--policies", default=",".join(POLICIES), help=f"comma-separated, from: {', '.join(POLICIES)}"
+    )
+    out.add_argument("--out", help="directory for summary.json, timeline.csv and the plots")
+    out.add_argument("--seed", type=int, default=0)
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+    out.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+
+def _synthetic_trace(args: argparse.Namespace) -> Trace:
+    mix = synthetic.MIXES[args.mix]
+    rate, peak, dur, seed = args.rate, args.peak_rate, args.duration_s, args.seed
+    if args.synthetic == "poisson":
+        return synthetic.poisson(rate, dur, mix=mix, seed=seed)
+    if args.synthetic == "diurnal":
+        return synthetic.diurnal(rate, dur, mix=mix, seed=seed)
+    if args.synthetic == "bursty":
+        return synthetic.mmpp(rate, peak or 2.5 * rate, dur, mix=mix, seed=seed)
+    if args.synthetic == "gamma":
+        return synthetic.gamma(rate, dur, mix=mix, seed=seed)
+    if args.synthetic == "step":
+        return synthetic.step(rate, peak or 2.0 * rate, dur, mix=mix, seed=seed)
+    return synthetic.ramp(rate, peak or 2.0 * rate, dur, mix=mix, seed=seed)
+
+
+def load(args: argparse.Namespace) -> Trace:
+    """The trace the options describe (a ``TraceError`` says what is wrong)."""
+    if bool(args.trace) == bool(args.synthetic):
+        raise TraceError("give exactly one of --trace FILE and --synthetic KIND")
+    trace = load_trace(args.trace) if args.trace else _synthetic_trace(args)
+    if args.rate_scale != 1.0:
+        trace = trace.scaled(args.rate_scale)
+    if args.window:
+        start, _, end = args.window.partition(":")
+        try:
+            trace = trace.window(float(start or 0.0), float(end) if end else None)
+        except ValueError as exc:
+            raise TraceError(f"--window must be START:END in seconds, got {args.window!r}") from exc
+    if len(trace) < 2:
+        raise TraceError("the trace has fewer than two requests")
+    return trace
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the simulation the options describe; print the table; write the outputs to ``--out``."""
+    try:
+        trace = load(args)
+        profile = get_profile(args.profile)
+    except (TraceError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        print(f"error: unknown policies {unknown}; known: {', '.join(POLICIES)}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
+        print("error: need 1 <= --min-replicas <= --max-replicas", file=sys.stderr)
+        return EXIT_USAGE
+    slo = SloTarget(
+        args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3 if args.slo_tpot_ms else None, args.goodput
+    )
+    scenario = Scenario(
+        trace=trace,
+        profile=profile,
+        slo=slo,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        cold_start_s=args.cold_start_s,
+        router=args.router,
+        scrape_interval_s=args.scrape_interval_s,
+        oracle_window_s=args.oracle_window_s,
+        max_batch=args.max_batch,
+        max_batch_min=args.max_batch_min,
+        max_batch_max=args.max_batch_max,
+        gpu_limit=args.gpu_limit,
+        seed=args.seed,
+    )
+    print(
+        f"trace {trace.name}: {len(trace)} requests over {trace.duration_s / 60:.1f} min "
+        f"({trace.mean_rate:.1f} req/s); profile {profile.name}",
+        file=sys.stderr,
+    )
+    result = run_scenario(scenario, policies, progress=False if args.no_progress else None)
+    print(table(result.summaries, result.lower_bound_gpu_hours, slo.goodput))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        document = summary_document(
+            result.summaries,
+            lower_bound_gpu_hours=result.lower_bound_gpu_hours,
+            trace={
+                "name": trace.name,
+                "requests": len(trace),
+                "duration_s": trace.duration_s,
+                "mean_rate": trace.mean_rate,
+            },
+            settings=_settings(args, scenario),
+        )
+        document["seconds"] = result.seconds
+        document["lower_bound_replicas"] = result.lower_bound
+        write_summary(out / "summary.json", document)
+        write_timeline(out / "timeline.csv", result.runs, slo)
+        if not args.no_plots:
+            write_plots(out, result.runs, slo)
+        print(f"wrote {out}/summary.json, timeline.csv{'' if args.no_plots else ', replicas.png, ttft.png'}")
+    return 0
+
+
+def _settings(args: argparse.Namespace, scenario: Scenario) -> dict[str, object]:
+    return json.loads(
+        json.dumps(
+            {
+                "profile": scenario.profile.name,
+                "slo_ttft_s": scenario.slo.ttft_s,
+                "slo_tpot_s": scenario.slo.tpot_s,
+                "goodput": scenario.slo.goodput,
+                "min_replicas": scenario.min_replicas,
+                "max_replicas": scenario.max_replicas,
+                "cold_start_s": scenario.cold_start_s,
+                "router": scenario.router,
+                "scrape_interval_s": scenario.scrape_interval_s,
+                "oracle_window_s": scenario.oracle_window_s,
+                "rate_scale": args.rate_scale,
+                "window": args.window,
+                "seed": scenario.seed,
+            }
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tailguard simulate", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

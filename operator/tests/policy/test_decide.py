@@ -1,0 +1,121 @@
+"""One decision at a time: table-driven cases with readable ids."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from policy.helpers import CONFIG, Run, breached, healthy
+from tailguard.policy import Limit, Observation, PolicyConfig, PolicyState, Reason, decide
+
+
+def warmed(replicas: int = 2) -> PolicyState:
+    """A state that has seen light and heavy load, so the step-time curve is learned."""
+    run = Run(replicas=replicas)
+    for rate in (10.0, 20.0, 30.0, 45.0, 60.0, 45.0, 30.0, 20.0) * 3:
+        run.step(healthy(rate, run.replicas))
+        run.replicas = replicas
+    return run.state
+
+
+WARM = warmed()
+assert WARM.last_valid_at is not None
+NOW = WARM.last_valid_at + 15.0
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    obs: Observation
+    replicas: int | None = None  # expected replicas (exact)
+    at_least: int | None = None
+    reason: Reason | None = None
+    valid: bool = True
+    limit: Limit | None = None
+    config: PolicyConfig = CONFIG
+    state: PolicyState = WARM
+
+
+def obs(make: Any, rate: float, replicas: int, **kw: Any) -> Observation:
+    return make(rate, replicas, now=NOW, **kw)
+
+
+CASES = [
+    Case("missing request rate holds", obs(healthy, 60, 3, request_rate=None), 3, reason=Reason.METRICS_MISSING, valid=False),
+    Case("NaN running holds", obs(healthy, 60, 3, running=math.nan), 3, reason=Reason.METRICS_MISSING, valid=False),
+    Case("no sample time holds", obs(healthy, 60, 3, sample_time=None), 3, reason=Reason.METRICS_MISSING, valid=False),
+    Case("stale sample holds", obs(healthy, 60, 3, sample_time=NOW - 600), 3, reason=Reason.METRICS_STALE, valid=False),
+    Case("NaN p99 with traffic holds", obs(healthy, 60, 3, p99_ttft_s=math.nan), 3, reason=Reason.METRICS_MISSING, valid=False),
+    Case("missing TPOT with a TPOT SLO holds", obs(healthy, 60, 3, p99_tpot_s=None), 3, valid=False),
+    Case(
+        "above max is clamped even without data",
+        obs(healthy, 60, 20, request_rate=None),
+        16,
+        valid=False,
+        limit=Limit.MAX_REPLICAS,
+    ),
+    Case("steady load holds", obs(healthy, 60, 3), 3, reason=Reason.STEADY),
+    Case(
+        "breach with a growing queue scales up at once, sized from the queue",
+        obs(breached, 150, 2, waiting=3000.0),
+        at_least=5,
+        reason=Reason.SLO_BREACH,
+    ),
+    Case("breach scales up", obs(breached, 150, 2), at_least=3, reason=Reason.SLO_BREACH),
+    Case(
+        "breach with pending pods adds nothing",
+        obs(breached, 150, 2, pending_replicas=1, desired_replicas=3),
+        None,
+        reason=Reason.SLO_BREACH,
+        limit=Limit.PENDING_GPUS,
+    ),
+    Case("scale-up is rate limited", obs(breached, 60, 1, waiting=6000.0), 5, limit=Limit.SCALE_UP_RATE),
+    Case("scale-up stops at max replicas", obs(breached, 720, 12, waiting=30000.0), 16, limit=Limit.MAX_REPLICAS),
+    Case("rising load scales up before the SLO breaks", obs(healthy, 140, 2), at_least=3, reason=Reason.LOAD_RISING),
+    Case(
+        "idle after a restart stays put (cautious)",
+        obs(healthy, 0, 3, request_rate=0.0, running=0.0, waiting=0.0, p99_ttft_s=None, p99_tpot_s=None),
+        3,
+        reason=Reason.IDLE,
+        limit=Limit.CAUTIOUS_START,
+        state=PolicyState(),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_case(case: Case) -> None:
+    decision, state = decide(case.config, case.state, case.obs, NOW)
+    assert decision.valid is case.valid, decision.reason
+    current = case.obs.desired_replicas
+    if case.replicas is not None:
+        assert decision.replicas == case.replicas, decision.reason
+    elif case.at_least is None:
+        assert decision.replicas == min(case.config.max_replicas, max(case.config.min_replicas, current))
+    if case.at_least is not None:
+        assert decision.replicas >= case.at_least, decision.reason
+    if case.reason is not None:
+        assert decision.reason_code is case.reason, decision.reason
+    if case.limit is not None:
+        assert case.limit.value in decision.limits, decision.limits
+    if not case.valid:
+        assert state == case.state, "invalid data must not change the state"
+    assert decision.reason, "every decision says why"
+
+
+def test_reason_carries_the_numbers() -> None:
+    decision, _ = decide(CONFIG, WARM, obs(breached, 150, 2), NOW)
+    assert "p99 TTFT 2400 ms > SLO 500 ms" in decision.reason
+    assert "req/s" in decision.reason
+    assert decision.capacity_per_replica is not None and decision.capacity_per_replica > 0
+
+
+def test_starting_replicas_count_as_capacity_on_the_way() -> None:
+    first, state = decide(CONFIG, WARM, obs(breached, 150, 2), NOW)
+    starting = first.replicas - 2
+    again = obs(breached, 150, 2, starting_replicas=starting, desired_replicas=first.replicas)
+    second, _ = decide(CONFIG, state, replace(again, sample_time=NOW + 10), NOW + 15)
+    assert second.replicas == first.replicas, second.reason

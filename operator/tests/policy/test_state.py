@@ -1,0 +1,44 @@
+"""The state stored in the annotation: round trip, tolerance, and a cautious restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from policy.helpers import CONFIG, Run, healthy
+from tailguard.policy import Limit, PolicyState, decide
+
+
+def test_round_trip() -> None:
+    run = Run()
+    for _ in range(10):
+        run.step(healthy(60, run.replicas))
+    assert PolicyState.from_json(run.state.to_json()) == run.state
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "not json", "[1, 2]", '{"version": "x", "fit": [1, 2]}', '{"recommendations": "soon"}', "null"],
+    ids=["empty", "garbage", "a list", "wrong types", "wrong shape", "null"],
+)
+def test_unreadable_state_is_a_fresh_start(text: str) -> None:
+    assert PolicyState.from_json(text) == PolicyState()
+
+
+def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
+    state = PolicyState.from_json('{"capacity_scale": 0.8, "from_the_future": [1, 2, 3]}')
+    assert state.capacity_scale == 0.8
+    assert state.recommendations == ()
+
+
+def test_a_restart_without_state_does_not_scale_down_at_once() -> None:
+    # Light load on 6 replicas: a policy with history would shrink; a fresh one waits a window.
+    decision, _ = decide(CONFIG, PolicyState(), healthy(20, 6), 1000.0)
+    assert decision.replicas == 6
+    assert Limit.CAUTIOUS_START.value in decision.limits
+
+
+def test_state_stays_small() -> None:
+    run = Run()
+    for i in range(200):
+        run.step(healthy(40 + (i % 7) * 10, run.replicas))
+    assert len(run.state.to_json()) < 2048
