@@ -1,0 +1,119 @@
+"""The modelled Prometheus, the fleet's Deployment and the accounting of a run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tailguard.sim import synthetic
+from tailguard.sim.fleet import Action, FleetConfig, FleetView, PodPhase, simulate
+from tailguard.sim.profiles import get_profile
+from tailguard.sim.prometheus import ModelledPrometheus
+from tailguard.sim.engine import Engine
+
+H100 = get_profile("h100-llama3-8b")
+
+
+class Scripted:
+    """An autoscaler that plays back a list of (time, replicas, max batch)."""
+
+    name = "scripted"
+
+    def __init__(self, plan: list[tuple[float, int, int | None]], interval_s: float = 5.0) -> None:
+        self.plan = plan
+        self.interval_s = interval_s
+        self.seen: list[tuple[float, int, int, int, bool]] = []
+
+    def step(self, now: float, view: FleetView) -> Action:
+        self.seen.append(
+            (now, view.ready, view.count(PodPhase.STARTING), view.count(PodPhase.PENDING), view.rollout_in_progress)
+        )
+        replicas, batch = view.desired, None
+        for t, r, b in self.plan:
+            if now >= t:
+                replicas, batch = r, b
+        return Action(replicas, batch)
+
+
+def test_prometheus_rates_and_quantiles_follow_the_scrapes() -> None:
+    prom = ModelledPrometheus(scrape_interval_s=15)
+    engine = Engine(H100)
+    for i in range(600):
+        t = i * 0.1
+        engine.advance_to(t)
+        engine.add_request(i, t, 200, 50)
+        if i % 150 == 0:
+            prom.scrape(t, [("a", engine.snapshot())])
+    engine.advance_to(60.0)
+    prom.scrape(60.0, [("a", engine.snapshot())])
+    rate = prom.counter_rate(60.0, 120.0, lambda s: s.requests_finished)
+    assert rate == pytest.approx(10.0, rel=0.1)
+    obs = prom.observe(60.0, window_s=120.0, ttft_slo_s=0.5, tpot_slo_s=None)
+    assert obs.p99_ttft_s is not None and obs.p99_ttft_s < 0.1
+    assert obs.ttft_within_slo == pytest.approx(1.0)
+    assert obs.reporting_pods == 1
+    assert obs.sample_time == 60.0
+    assert obs.itl_mean_s is not None and 0.005 < obs.itl_mean_s < 0.05
+
+
+def test_prometheus_without_two_samples_says_nothing() -> None:
+    prom = ModelledPrometheus()
+    prom.scrape(0.0, [("a", Engine(H100).snapshot())])
+    assert prom.counter_rate(0.0, 120.0, lambda s: s.requests_finished) is None
+    assert prom.observe(0.0, window_s=120, ttft_slo_s=0.5, tpot_slo_s=None).p99_ttft_s is None
+
+
+def test_a_gone_pod_leaves_the_instant_vector() -> None:
+    prom = ModelledPrometheus()
+    snap = Engine(H100).snapshot()
+    prom.scrape(0.0, [("a", snap), ("b", snap)])
+    prom.scrape(15.0, [("a", snap)])
+    assert set(prom.latest(15.0)) == {"a"}
+
+
+def test_new_replicas_start_after_the_cold_start_and_cost_gpu_time() -> None:
+    trace = synthetic.poisson(5, 600, seed=1)
+    scaler = Scripted([(100.0, 3, None)])
+    result = simulate(trace, scaler, FleetConfig(H100, cold_start_s=60, cold_start_jitter=0.0))
+    starting = [s for s in scaler.seen if s[2] > 0]
+    assert starting, "the new pods were seen starting"
+    first_ready = next(t for t, ready, *_ in scaler.seen if ready == 3)
+    assert 160.0 <= first_ready <= 170.0
+    # 1 replica for 600 s plus 2 from t≈100 s: about 1.83 GPU-hours... in seconds:
+    assert result.gpu_seconds == pytest.approx(600 + 2 * (trace.duration_s - 100.0), rel=0.05)
+    assert np.all(np.isfinite(result.ttft))
+
+
+def test_scale_down_drains_without_losing_requests() -> None:
+    trace = synthetic.poisson(20, 300, seed=2)
+    result = simulate(trace, Scripted([(0.0, 3, None), (150.0, 1, None)]), FleetConfig(H100, initial_replicas=3))
+    assert np.all(np.isfinite(result.ttft))
+    assert result.scale_events[-1][2] == 1
+
+
+def test_pods_beyond_the_gpu_limit_stay_pending() -> None:
+    trace = synthetic.poisson(5, 400, seed=3)
+    scaler = Scripted([(50.0, 4, None)])
+    simulate(trace, scaler, FleetConfig(H100, gpu_limit=2, cold_start_s=30))
+    assert max(pending for *_, pending, _ in scaler.seen) == 2
+    assert max(ready for _, ready, *_ in scaler.seen) == 2
+
+
+def test_a_max_batch_change_rolls_one_pod_at_a_time() -> None:
+    trace = synthetic.poisson(20, 900, seed=4)
+    scaler = Scripted([(60.0, 3, 128)])
+    result = simulate(trace, scaler, FleetConfig(H100, initial_replicas=3, cold_start_s=60, cold_start_jitter=0))
+    during = [s for s in scaler.seen if s[4]]
+    assert during, "a rollout was seen"
+    assert min(ready for _, ready, *_ in during) >= 2, "never more than one pod down"
+    assert not scaler.seen[-1][4], "the rollout finished"
+    assert result.max_batch_changes == [(60.0, 256, 128)] or result.max_batch_changes[0][2] == 128
+
+
+def test_no_ready_pod_means_failed_requests() -> None:
+    trace = synthetic.poisson(5, 300, seed=5)
+    result = simulate(trace, Scripted([(0.0, 1, 64)]), FleetConfig(H100, initial_replicas=1, cold_start_s=60))
+    assert np.isinf(result.ttft).any(), "the only pod restarting leaves nobody to answer"
+    assert math.isfinite(result.gpu_seconds)
