@@ -3,3 +3,10 @@
 N ?= 500
 bench-operator: venv ## operator scale: N InferenceServices, cycle time, queries per cycle, RSS
 	PYTHONPATH=e2e $(PY) e2e/bench/operator_scale.py -n $(N)
+
+.PHONY: demo test-e2e
+demo: cluster-tools ## the main job: local cluster, Prometheus, simulated fleet, operator; a burst and a fall, live; PNG at the end
+	PYTHONPATH=e2e $(PY) e2e/demo/run.py
+
+test-e2e: cluster-tools ## end-to-end autoscaling scenarios (simulated fleet, real API server and Prometheus)
+	TAILGUARD_REQUIRE_CLUSTER=1 $(BIN)/pytest e2e/scenarios -m e2e -v

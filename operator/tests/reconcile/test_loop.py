@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import pytest
@@ -110,7 +111,7 @@ class Harness:
         obj = self.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", name)
         view = self.inventory.view(("team-a", name))
         assert view is not None
-        body = view.body
+        body = copy.deepcopy(view.body)
         if obj is not None:
             body["status"] = {**(body.get("status") or {}), **(obj.get("status") or {})}
             body["metadata"]["annotations"] = {
@@ -329,3 +330,16 @@ def test_resync_reverts_a_hand_edit_from_the_inventory_without_reads() -> None:
     assert live is not None
     assert live["spec"]["template"]["spec"]["containers"][0]["image"].startswith("vllm/vllm-openai:")
     assert [note.reason for _, note in harness.events] == ["Updated"]
+
+
+def test_steady_cycles_write_nothing() -> None:
+    loads = [load("team-a", f"svc-{i}", rate=2, slow_share=0.0, running=3, waiting=0, pods=1) for i in range(5)]
+    harness = Harness(FakePrometheus(answers(*loads)))
+    for i in range(5):
+        harness.add(f"svc-{i}")
+    first = harness.run(NOW)
+    assert first.writes >= 5
+    for i in range(5):
+        harness.refresh(f"svc-{i}")
+    # Same figures 15 s later: nothing changed that a reader needs, so nothing is written.
+    assert harness.run(NOW + 15).writes == 0

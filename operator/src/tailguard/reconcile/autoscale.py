@@ -199,6 +199,12 @@ def _progressing_condition(workload: Workload) -> ConditionUpdate:
     return ConditionUpdate("Progressing", False, "Stable", "no rollout or start in progress")
 
 
+def _essence(conditions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("observedGeneration")) for c in conditions
+    ]
+
+
 def _condition_status(conditions: list[dict[str, Any]], type_: str) -> str | None:
     return next((str(c.get("status")) for c in conditions if c.get("type") == type_), None)
 
@@ -286,7 +292,8 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
         _progressing_condition(inp.workload),
     ]
     merged = merge_conditions(current, updates, now=inp.now_iso, generation=isvc.metadata.generation)
-    if merged != current:
+    # Messages carry live figures; they are refreshed with the observed block, not every cycle.
+    if _essence(merged) != _essence(current) or (merged != current and "observed" in patch):
         patch["conditions"] = merged
         for update in updates:
             before = _condition_status(current, update.type)

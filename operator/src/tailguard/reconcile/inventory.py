@@ -75,12 +75,14 @@ class Inventory:
         return sorted(self._services)
 
     def view(self, key: Key) -> ServiceView | None:
-        """A copy of one service's current view, or None when it is gone."""
+        """One service's current view, or None when it is gone.
+
+        The objects are shared, not copied (a cycle over hundreds of services would spend most of
+        its time copying): treat them as read-only. Writers replace objects, never mutate them.
+        """
         body = self._services.get(key)
         if body is None:
             return None
         return ServiceView(
-            body=copy.deepcopy(body),
-            deployment=copy.deepcopy(self._deployments.get(key)),
-            pods={n: copy.deepcopy(p) for n, p in self._pods.get(key, {}).items()},
+            body=body, deployment=self._deployments.get(key), pods=dict(self._pods.get(key, {}))
         )

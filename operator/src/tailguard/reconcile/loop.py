@@ -13,6 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tailguard.api import API_VERSION, KIND, AutoscalingMode, InvalidResourceError, parse_inference_service
@@ -73,6 +74,7 @@ class ControlLoop:
         post_event: EventSink,
         clock: Callable[[], float] = time.time,
         tick_s: float = 1.0,
+        workers: int = 16,
     ) -> None:
         self.inventory = inventory
         self.cluster = cluster
@@ -82,6 +84,7 @@ class ControlLoop:
         self.post_event = post_event
         self.clock = clock
         self.tick_s = tick_s
+        self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tailguard-step")
         self._last_run: dict[Key, float] = {}
         self._states: dict[Key, str] = {}
         self._persisted_at: dict[Key, float] = {}
@@ -126,14 +129,20 @@ class ControlLoop:
             self.telemetry.queries.labels(signal.value).inc()
         for signal in cycle.errors:
             self.telemetry.query_errors.labels(signal.value).inc()
-        for key in due:
+        running = asyncio.get_running_loop()
+
+        async def step(key: Key) -> None:
             self._last_run[key] = now
             try:
-                report.writes += await asyncio.to_thread(self._step, key, cycle, now)
+                written = await running.run_in_executor(self._workers, self._step, key, cycle, now)
+                report.writes += written  # not `+= await`: that reads the total before awaiting
                 report.decided += 1
             except Exception as exc:  # one service's failure must not stop the others
                 log.exception("autoscaling %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
+
+        # Steps are independent and mostly wait on API writes: run them side by side.
+        await asyncio.gather(*(step(key) for key in due))
         report.duration_s = time.perf_counter() - started
         self.telemetry.loop_duration.observe(report.duration_s)
         return report

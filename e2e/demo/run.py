@@ -1,0 +1,183 @@
+"""``make demo``: the whole loop on this machine, with a burst and a fall, shown live and drawn at the end.
+
+It brings up (or reuses) the local control plane, a real Prometheus, the simulated fleet and the
+operator (as its own ServiceAccount), applies ``demo.yaml``, plays a load profile, prints a live
+table, writes ``out/demo/timeline.png`` and ``timeline.csv``, and stops everything it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster import control_plane, tools
+from cluster.prometheus import Prometheus
+from lib.kube import Kube, load_yaml_documents
+from lib.operator import OperatorProcess, provision_identity
+from lib.wait import wait_for
+from tailguard.fleet.model import Fleet
+from tailguard.fleet.server import FleetServer
+from tailguard.sim.profiles import get_profile
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
+#: (seconds from start, requests per second): steady, a burst of about 4x, then a fall.
+PROFILE = [(0, 10.0), (60, 45.0), (160, 4.0), (260, 4.0)]
+
+
+def rate_at(t: float) -> float:
+    current = PROFILE[0][1]
+    for start, rate in PROFILE:
+        if t >= start:
+            current = rate
+    return current
+
+
+def row(kube: Kube, namespace: str, name: str, t: float, rate: float) -> dict[str, Any]:
+    obj = kube.get(*ISVC, name, namespace) or {}
+    status = obj.get("status") or {}
+    observed = status.get("observed") or {}
+    decision = status.get("lastDecision") or {}
+    return {
+        "t": round(t),
+        "load_rps": rate,
+        "ready": status.get("readyReplicas", 0),
+        "desired": status.get("desiredReplicas", 0),
+        "max_batch": status.get("maxNumSeqs"),
+        "p99_ttft_ms": observed.get("p99TtftMs"),
+        "slo_ms": (obj.get("spec") or {}).get("slo", {}).get("ttftP99Ms"),
+        "goodput": observed.get("goodput"),
+        "decision": decision.get("message", ""),
+    }
+
+
+def print_row(r: dict[str, Any]) -> None:
+    def fmt(v: Any, spec: str) -> str:
+        return format(v, spec) if isinstance(v, int | float) else "-"
+
+    print(
+        f"{r['t']:>5}s  load {r['load_rps']:>5.1f}/s  replicas {r['ready']}/{r['desired']}  "
+        f"max batch {fmt(r['max_batch'], 'd'):>4}  p99 TTFT {fmt(r['p99_ttft_ms'], '.0f'):>5} ms "
+        f"(SLO {fmt(r['slo_ms'], '.0f')})  goodput {fmt(r['goodput'], '.3f'):>5}  {r['decision'][:70]}",
+        flush=True,
+    )
+
+
+def draw(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [r["t"] for r in rows]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    top.plot(t, [r["load_rps"] for r in rows], color="grey", label="load (req/s)")
+    top.set_ylabel("req/s")
+    right = top.twinx()
+    right.step(t, [r["desired"] for r in rows], where="post", color="tab:blue", label="desired replicas")
+    right.step(t, [r["ready"] for r in rows], where="post", color="tab:green", label="ready replicas")
+    right.set_ylabel("replicas")
+    top.legend(loc="upper left")
+    right.legend(loc="upper right")
+    top.set_title("tailguard demo: load, replicas and the tail")
+    bottom.plot(t, [r["p99_ttft_ms"] for r in rows], color="tab:red", label="p99 TTFT (ms)")
+    bottom.axhline(rows[0]["slo_ms"] or 500, color="black", linestyle="--", label="SLO")
+    bottom.set_ylabel("ms")
+    bottom.set_xlabel("seconds")
+    bottom.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default=str(REPO / "out" / "demo"))
+    parser.add_argument("--every", type=float, default=5.0, help="seconds between table rows")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    found = tools.locate()
+
+    print("== starting the local control plane (fake GPU nodes) ==", flush=True)
+    cluster = control_plane.Cluster()
+    started_cluster = not cluster.is_running()
+    cluster.up()
+    kube = Kube(cluster.kubeconfig, found.kubectl)
+    kube.kubectl("apply", "--server-side", "--force-conflicts", f"-f={REPO / 'crds'}")
+    wait_for(
+        "the InferenceService CRD",
+        lambda: kube.kubectl("get", "crd", "inferenceservices.tailguard.dev", check=False).returncode == 0,
+        timeout=30,
+    )
+    kube.invalidate_discovery()
+    manifest = load_yaml_documents(HERE / "demo.yaml")[0]
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+    print("== starting the simulated vLLM fleet and Prometheus ==", flush=True)
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
+
+    def list_pods() -> list[dict[str, Any]]:
+        pods = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/managed-by=tailguard")
+        items: list[dict[str, Any]] = core.api_client.sanitize_for_serialization(pods).get("items", [])
+        return items
+
+    fleet = FleetServer(
+        Fleet(get_profile("h100-llama3-8b"), seed=3), host="127.0.0.1", port=0, sd_file=out / "targets.json",
+        list_pods=list_pods,
+    )  # fmt: skip
+    threading.Thread(target=fleet.serve, daemon=True).start()
+    prom = Prometheus(out / "prometheus")
+    prom.start(
+        [{"job_name": "vllm", "scrape_interval": "1s", "scrape_timeout": "1s",
+          "file_sd_configs": [{"files": [str(fleet.sd_file)], "refresh_interval": "1s"}]}],
+        interval="1s", die_with_parent=True,
+    )  # fmt: skip
+
+    print("== starting the operator as its own ServiceAccount ==", flush=True)
+    identity = provision_identity(kube, out / "identity")
+    operator = OperatorProcess(
+        identity, out / "operator.log", prometheus_url=prom.url, extra_args=["--rate-window=10s"]
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        operator.start()
+        kube.apply(manifest)
+        wait_for("the first replica to serve", lambda: fleet.fleet.ready_pods(namespace, name), timeout=120)
+        print(f"== playing the load: {PROFILE} (req/s from second t) ==", flush=True)
+        origin = time.monotonic()
+        end = PROFILE[-1][0]
+        while (t := time.monotonic() - origin) < end:
+            rate = rate_at(t)
+            with fleet.lock:
+                fleet.fleet.set_rate(namespace, name, rate)
+            r = row(kube, namespace, name, t, rate)
+            rows.append(r)
+            print_row(r)
+            time.sleep(args.every)
+    finally:
+        operator.stop()
+        fleet.stop.set()
+        prom.stop()
+        kube.delete(*ISVC, name, namespace)
+        if started_cluster:
+            cluster.down(quiet=True)
+    with open(out / "timeline.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    draw(rows, out / "timeline.png")
+    print(f"== done: {out / 'timeline.png'}, {out / 'timeline.csv'}, operator log {out / 'operator.log'} ==")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
