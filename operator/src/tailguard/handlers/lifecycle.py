@@ -7,7 +7,7 @@ from typing import Any
 import kopf
 
 from tailguard.api import GROUP, PLURAL, VERSION
-from tailguard.k8s.cluster import ClusterAPI, ConflictError, object_reference
+from tailguard.k8s.cluster import ClusterAPI, object_reference
 from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL
 from tailguard.reconcile.inventory import Inventory
 from tailguard.reconcile.loop import iso
@@ -31,12 +31,10 @@ def _sync(body: kopf.Body) -> None:
     cluster = Wiring.cluster
     assert cluster is not None, "configure() must run before the handlers"
     result = reconcile(body, cluster, now=iso(Wiring.clock()))
-    try:
-        write_status(cluster, body, result)
-    except ConflictError:
-        raise kopf.TemporaryError(
-            "the InferenceService changed meanwhile; reconciling again", delay=1
-        ) from None
+    # Unconditional: kopf's own annotation patches change the resourceVersion under every handler,
+    # so a conditional write here would mostly retry. If it overwrites a condition the control
+    # loop just set, the loop sees the difference at its next cycle and writes it again.
+    write_status(cluster, body, result, conditional=False)
     for note in result.events:
         cluster.post_event(object_reference(dict(body)), note.type, note.reason, note.message)
 

@@ -107,6 +107,15 @@ async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = No
         await prometheus.aclose()
 
 
+def _widen_connection_pool(size: int = 32) -> None:
+    """Room for kopf's workers and the loop's writers to reach the API server at once."""
+    from kubernetes import client
+
+    settings = client.Configuration.get_default_copy()
+    settings.connection_pool_maxsize = size
+    client.Configuration.set_default(settings)
+
+
 def run_operator(args: argparse.Namespace) -> int:
     """Run the operator until interrupted; returns the process exit code."""
     from kubernetes import config
@@ -120,6 +129,7 @@ def run_operator(args: argparse.Namespace) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     config.load_config()  # type: ignore[no-untyped-call]
+    _widen_connection_pool()
     try:
         asyncio.run(run_async(args))
     except KeyboardInterrupt:

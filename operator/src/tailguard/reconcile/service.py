@@ -81,8 +81,10 @@ def _condition_reason(status: Mapping[str, Any], type_: str) -> str | None:
     return None
 
 
-def write_status(api: ClusterAPI, body: Mapping[str, Any], result: ReconcileResult) -> None:
-    """Merge-patch the status when something changed, only if ``body`` is still current.
+def write_status(
+    api: ClusterAPI, body: Mapping[str, Any], result: ReconcileResult, *, conditional: bool = True
+) -> None:
+    """Merge-patch the status when something changed; if ``conditional``, only if ``body`` is still current.
 
     Raises :class:`~tailguard.k8s.cluster.ConflictError` when the object changed since it was read.
     """
@@ -95,5 +97,5 @@ def write_status(api: ClusterAPI, body: Mapping[str, Any], result: ReconcileResu
         meta["namespace"],
         meta["name"],
         result.status_patch,
-        resource_version=meta.get("resourceVersion"),
+        resource_version=meta.get("resourceVersion") if conditional else None,
     )
