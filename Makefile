@@ -6,7 +6,7 @@ BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv crds check-crds render lint test test-unit clean
+.PHONY: help venv crds generate render lint test test-unit clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -23,6 +23,8 @@ $(VENV)/.installed: pyproject.toml
 crds: venv ## regenerate crds/ from the pydantic models
 	$(BIN)/tailguard crds --out crds
 
+generate: crds chart-sync api-docs ## regenerate everything derived from the models: crds/, the chart's copies, docs/api.md
+
 render: venv ## print the objects the operator creates for the 8B example
 	$(BIN)/tailguard render -f examples/llama-8b-chat.yaml
 
@@ -35,8 +37,8 @@ lint: venv ## ruff, mypy --strict and the import-layering contracts
 test-unit: venv ## unit tests only (no cluster)
 	$(BIN)/pytest operator/tests -q
 
-test: lint ## lint, then every test tier
-	$(BIN)/pytest -q
+test: lint cluster-tools ## lint, then every tier: unit, integration, end-to-end (builds the cluster tools once)
+	TAILGUARD_REQUIRE_CLUSTER=1 $(BIN)/pytest -q
 
 clean: ## remove build and test caches (keeps .venv)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

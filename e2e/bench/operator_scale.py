@@ -200,12 +200,19 @@ def main() -> int:
         )
         decisions = total(after, "tailguard_decisions_total") - total(before, "tailguard_decisions_total")
         rss, peak = rss_mib(operator.pid)
+
+        def phase(name: str, part: str) -> float:
+            key = f'tailguard_loop_phase_seconds_{part}{{phase="{name}"}}'
+            return after.get(key, 0.0) - before.get(key, 0.0)
+
         result = {
             "services": args.services,
             "measured_s": args.measure_s,
             "cycles": cycles,
             "decisions": decisions,
             "mean_cycle_s": seconds / cycles if cycles else None,
+            "mean_read_s": phase("read", "sum") / cycles if cycles else None,
+            "mean_act_s": phase("act", "sum") / cycles if cycles else None,
             # Over the whole run: a window boundary can fall between a cycle's queries and its end.
             "queries_per_cycle": total(after, "tailguard_prometheus_queries_total")
             / max(1.0, total(after, "tailguard_loop_duration_seconds_count")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import math
 import time
@@ -95,57 +96,81 @@ class ControlLoop:
         return last is None or now - last >= interval_s - 1e-6
 
     async def run_once(self, now: float | None = None) -> CycleReport:
-        """One pass: query Prometheus once if any service is due, then step each due service."""
+        """One tick: resync what is due for it, and if any service is due for a decision, read
+        Prometheus once and decide for each due service. Independent steps run side by side."""
         started = time.perf_counter()
         now = self.clock() if now is None else now
         report = CycleReport()
         due: list[Key] = []
+        resync: list[Key] = []
         keys = self.inventory.keys()
         self.telemetry.services.set(len(keys))
         for key in keys:
             view = self.inventory.view(key)
             if view is None:
                 continue
-            if now - self._resynced_at.setdefault(key, now) >= RESYNC_INTERVAL_S:
-                report.writes += await asyncio.to_thread(self._resync, key, now)
             autoscaling = (view.body.get("spec") or {}).get("autoscaling") or {}
-            if autoscaling.get("mode", "Auto") == "Off":
-                continue  # spec.replicas drives the Deployment; nothing to read or decide
-            if self._due(key, float(autoscaling.get("intervalSeconds", 15)), now):
+            if autoscaling.get("mode", "Auto") != "Off" and self._due(
+                key, float(autoscaling.get("intervalSeconds", 15)), now
+            ):
                 due.append(key)
-        for gone in set(self._last_run) - set(keys):
+            elif now - self._resynced_at.setdefault(key, now) >= RESYNC_INTERVAL_S:
+                resync.append(key)  # not in the same tick as a decision: both write status
+        self._forget_gone(set(keys))
+        report.services = len(keys)
+        if not due and not resync:
+            return report
+        cycle: Cycle | None = None
+        if due:
+            cycle = await read_cycle(self.prometheus, self.scope, at=now)
+            report.queries = len(all_queries(self.scope))
+            report.query_errors = len(cycle.errors)
+            for signal in all_queries(self.scope):
+                self.telemetry.queries.labels(signal.value).inc()
+            for signal in cycle.errors:
+                self.telemetry.query_errors.labels(signal.value).inc()
+        read_done = time.perf_counter()
+        running = asyncio.get_running_loop()
+
+        async def guarded(key: Key, work: Callable[[], int], counts_as_decision: bool) -> None:
+            try:
+                written = await running.run_in_executor(self._workers, work)
+                report.writes += written  # not `+= await`: that reads the total before awaiting
+                report.decided += int(counts_as_decision)
+            except Exception as exc:  # one service's failure must not stop the others
+                log.exception("control step for %s/%s failed", *key)
+                report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
+
+        for key in due:
+            self._last_run[key] = now
+        await asyncio.gather(
+            *(
+                guarded(k, functools.partial(self._step, k, cycle, now), True)
+                for k in due
+                if cycle is not None
+            ),
+            *(guarded(k, functools.partial(self._resync, k, now), False) for k in resync),
+        )
+        finished = time.perf_counter()
+        report.duration_s = finished - started
+        if due:
+            self.telemetry.loop_duration.observe(report.duration_s)
+            self.telemetry.loop_phase.labels("read").observe(read_done - started)
+            self.telemetry.loop_phase.labels("act").observe(finished - read_done)
+        if report.duration_s > 5.0:
+            log.warning(
+                "slow cycle: %.1f s (Prometheus %.1f s) for %d decisions and %d resyncs, %d writes",
+                report.duration_s, read_done - started, len(due), len(resync), report.writes,
+            )  # fmt: skip
+        return report
+
+    def _forget_gone(self, present: set[Key]) -> None:
+        for gone in (set(self._last_run) | set(self._resynced_at)) - present:
             self._last_run.pop(gone, None)
             self._states.pop(gone, None)
             self._persisted_at.pop(gone, None)
             self._resynced_at.pop(gone, None)
             self.telemetry.forget(*gone)
-        report.services = len(keys)
-        if not due:
-            return report
-        cycle = await read_cycle(self.prometheus, self.scope, at=now)
-        report.queries = len(all_queries(self.scope))
-        report.query_errors = len(cycle.errors)
-        for signal in all_queries(self.scope):
-            self.telemetry.queries.labels(signal.value).inc()
-        for signal in cycle.errors:
-            self.telemetry.query_errors.labels(signal.value).inc()
-        running = asyncio.get_running_loop()
-
-        async def step(key: Key) -> None:
-            self._last_run[key] = now
-            try:
-                written = await running.run_in_executor(self._workers, self._step, key, cycle, now)
-                report.writes += written  # not `+= await`: that reads the total before awaiting
-                report.decided += 1
-            except Exception as exc:  # one service's failure must not stop the others
-                log.exception("autoscaling %s/%s failed", *key)
-                report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
-
-        # Steps are independent and mostly wait on API writes: run them side by side.
-        await asyncio.gather(*(step(key) for key in due))
-        report.duration_s = time.perf_counter() - started
-        self.telemetry.loop_duration.observe(report.duration_s)
-        return report
 
     def _resync(self, key: Key, now: float) -> int:
         """Revert drift of the Deployment and refresh the workload status, from the inventory."""

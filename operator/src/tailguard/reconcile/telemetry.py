@@ -30,6 +30,13 @@ class Telemetry:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
             registry=r,
         )
+        self.loop_phase = Histogram(
+            "tailguard_loop_phase_seconds",
+            "Time of each phase of a control cycle: read (Prometheus) and act (decide and write).",
+            ["phase"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+            registry=r,
+        )
         self.queries = Counter(
             "tailguard_prometheus_queries",
             "PromQL queries sent to Prometheus, by signal.",
