@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testbed_mod.Testbed]:
-    """The session's cluster; logs stay under pytest's temporary directory after the run."""
+    """The session's cluster. Its logs and the operator's are kept under $TAILGUARD_ARTIFACTS_DIR when
+    set, else under pytest's temporary directory (pytest keeps the last three runs)."""
     reason = testbed_mod.cluster_unavailable_reason()
     if reason is not None:
         pytest.fail(f"{testbed_mod.REQUIRE_ENV} is set but the cluster cannot start: {reason}", pytrace=False)
-    bed = testbed_mod.start(tmp_path_factory.mktemp("testbed"))
+    artifacts = os.environ.get("TAILGUARD_ARTIFACTS_DIR")
+    if artifacts:  # kept after the run (CI uploads it); pytest's own temp dirs are pruned
+        workdir = Path(artifacts).expanduser() / time.strftime("testbed-%Y%m%d-%H%M%S")
+    else:
+        workdir = tmp_path_factory.mktemp("testbed")
+    bed = testbed_mod.start(workdir)
     try:
         yield bed
     finally:
@@ -128,11 +135,14 @@ def _namespace_name(request: pytest.FixtureRequest) -> str:
 
 
 def _delete_namespace(kube: Kube, name: str, timeout: float = 90) -> None:
-    """Delete and wait until gone, so the next test sees every GPU free again."""
+    """Delete, and wait until its pods are gone, so the next test sees every GPU free again.
+
+    The namespace itself finishes terminating in the background (a few more seconds).
+    """
     kube.delete("v1", "Namespace", name)
     wait_for(
-        f"namespace {name} to finish terminating (its pods give back their GPUs)",
-        lambda: kube.get("v1", "Namespace", name) is None,
+        f"the pods of namespace {name} to be deleted (they hold GPUs)",
+        lambda: not kube.list("v1", "Pod", name),
         timeout=timeout,
         details=lambda: kube.describe_namespace(name),
     )
@@ -169,38 +179,49 @@ def _strip_leftover_finalizers(kube: Kube, namespace: str) -> None:
                 kube.patch(*ISVC, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace)
 
 
-@pytest.fixture
-def operator(
+@pytest.fixture(scope="module")
+def operator_process(
     crd: dict[str, Any],
     operator_identity: Identity,
-    namespace: str,
-    kube: Kube,
     testbed: testbed_mod.Testbed,
     request: pytest.FixtureRequest,
 ) -> Iterator[OperatorProcess]:
-    """``tailguard run`` (all namespaces) as the operator's ServiceAccount, for one test.
-
-    Teardown deletes the test's InferenceServices while the operator still runs (so it can release
-    its finalizers), stops it, and fails the test if the API server refused the operator anything:
-    the RBAC the chart ships must be enough.
-    """
-    log = testbed.workdir / "operator-logs" / f"{request.node.name}.log"
+    """One ``tailguard run`` (all namespaces) per test module, as the operator's ServiceAccount."""
+    log = testbed.workdir / "operator-logs" / f"{request.node.name.replace('/', '_')}.log"
     op = OperatorProcess(operator_identity, log)
-    request.node._tg_operator = op
     op.start()
     yield op
-    if op.running:
-        for obj in kube.list(*ISVC, namespace):
-            kube.delete(*ISVC, obj["metadata"]["name"], namespace)
-        with contextlib.suppress(AssertionError):
-            wait_for(
-                f"InferenceServices in {namespace} to be deleted by the operator",
-                lambda: not kube.list(*ISVC, namespace),
-                timeout=30,
-            )
     op.stop()
-    refused = op.forbidden_lines()
+
+
+@pytest.fixture
+def operator(
+    operator_process: OperatorProcess, namespace: str, kube: Kube, request: pytest.FixtureRequest
+) -> Iterator[OperatorProcess]:
+    """The module's operator, running, for one test (which may stop, kill or restart it).
+
+    Teardown deletes the test's InferenceServices while the operator runs (so it releases its
+    finalizers and the namespace can go), and fails the test if the API server refused the operator
+    anything during it: the RBAC the chart ships must be enough.
+    """
+    op = operator_process
+    if not op.running:
+        op.start()
+    offset = len(op.log_text())
+    request.node._tg_operator = op
+    yield op
+    if not op.running:
+        op.start()
+    for obj in kube.list(*ISVC, namespace):
+        kube.delete(*ISVC, obj["metadata"]["name"], namespace)
+    wait_for(
+        f"the operator to finish deleting the InferenceServices in {namespace}",
+        lambda: not kube.list(*ISVC, namespace),
+        timeout=30,
+        details=lambda: op.log_tail(),
+    )
+    refused = op.forbidden_lines(since=offset)
     assert not refused, (
-        f"the API server refused the operator ({operator_identity.username}) with the chart's RBAC; "
-        f"missing permissions in tailguard.k8s.rbac? Log {log}:\n" + "\n".join(refused[:20])
+        f"the API server refused the operator ({op.identity.username}) with the chart's RBAC; "
+        f"missing permissions in tailguard.k8s.rbac? Log {op.log_file}:\n" + "\n".join(refused[:20])
     )

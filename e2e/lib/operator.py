@@ -35,8 +35,10 @@ OPERATOR_NAMESPACE = "tailguard-system"
 OPERATOR_NAME = "tailguard-operator"
 TOKEN_SECONDS = 24 * 3600
 
-#: Log lines that mean the operator lacked a permission (kopf and the client both say "Forbidden").
-FORBIDDEN = re.compile(r"\b(403|[Ff]orbidden)\b")
+#: How the API server words an RBAC denial ("... is forbidden: User \"system:serviceaccount:...\"
+#: cannot create resource \"deployments\" ..."). A bare 403 is not enough: writing into a namespace
+#: that is being deleted is a 403 too.
+FORBIDDEN = re.compile(r'cannot [a-z]+ resource \\?"')
 
 
 @dataclass(frozen=True)
@@ -283,11 +285,9 @@ class OperatorProcess:
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def forbidden_lines(self) -> list[str]:
-        """Log lines where the API server refused the operator something: its RBAC is short."""
-        return [
-            line for line in self.log_text().splitlines() if FORBIDDEN.search(line) and "/healthz" not in line
-        ]
+    def forbidden_lines(self, since: int = 0) -> list[str]:
+        """Log lines (from character ``since`` on) where RBAC refused the operator something."""
+        return [line for line in self.log_text()[since:].splitlines() if FORBIDDEN.search(line)]
 
 
 class InProcessOperator:

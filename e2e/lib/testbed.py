@@ -42,6 +42,8 @@ def cluster_unavailable_reason() -> str | None:
 class Testbed:
     """What the session fixture hands to tests."""
 
+    __test__ = False  # not a test class, despite the name
+
     kubeconfig: Path
     kube: Kube
     workdir: Path
