@@ -79,7 +79,9 @@ class Run:
     history: list[Decision] = field(default_factory=list)
 
     def step(self, obs: Observation, *, dt: float | None = None) -> Decision:
-        obs = replace(obs, sample_time=self.now - 5.0, desired_replicas=self.replicas, max_batch=self.max_batch)
+        obs = replace(
+            obs, sample_time=self.now - 5.0, desired_replicas=self.replicas, max_batch=self.max_batch
+        )
         decision, state = decide(self.config, self.state, obs, self.now)
         self.state = PolicyState.from_json(state.to_json())
         self.replicas = decision.replicas

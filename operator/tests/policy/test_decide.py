@@ -44,11 +44,41 @@ def obs(make: Any, rate: float, replicas: int, **kw: Any) -> Observation:
 
 
 CASES = [
-    Case("missing request rate holds", obs(healthy, 60, 3, request_rate=None), 3, reason=Reason.METRICS_MISSING, valid=False),
-    Case("NaN running holds", obs(healthy, 60, 3, running=math.nan), 3, reason=Reason.METRICS_MISSING, valid=False),
-    Case("no sample time holds", obs(healthy, 60, 3, sample_time=None), 3, reason=Reason.METRICS_MISSING, valid=False),
-    Case("stale sample holds", obs(healthy, 60, 3, sample_time=NOW - 600), 3, reason=Reason.METRICS_STALE, valid=False),
-    Case("NaN p99 with traffic holds", obs(healthy, 60, 3, p99_ttft_s=math.nan), 3, reason=Reason.METRICS_MISSING, valid=False),
+    Case(
+        "missing request rate holds",
+        obs(healthy, 60, 3, request_rate=None),
+        3,
+        reason=Reason.METRICS_MISSING,
+        valid=False,
+    ),
+    Case(
+        "NaN running holds",
+        obs(healthy, 60, 3, running=math.nan),
+        3,
+        reason=Reason.METRICS_MISSING,
+        valid=False,
+    ),
+    Case(
+        "no sample time holds",
+        obs(healthy, 60, 3, sample_time=None),
+        3,
+        reason=Reason.METRICS_MISSING,
+        valid=False,
+    ),
+    Case(
+        "stale sample holds",
+        obs(healthy, 60, 3, sample_time=NOW - 600),
+        3,
+        reason=Reason.METRICS_STALE,
+        valid=False,
+    ),
+    Case(
+        "NaN p99 with traffic holds",
+        obs(healthy, 60, 3, p99_ttft_s=math.nan),
+        3,
+        reason=Reason.METRICS_MISSING,
+        valid=False,
+    ),
     Case("missing TPOT with a TPOT SLO holds", obs(healthy, 60, 3, p99_tpot_s=None), 3, valid=False),
     Case(
         "above max is clamped even without data",
@@ -57,7 +87,7 @@ CASES = [
         valid=False,
         limit=Limit.MAX_REPLICAS,
     ),
-    Case("steady load holds", obs(healthy, 60, 3), 3, reason=Reason.STEADY),
+    Case("steady load holds", obs(healthy, 80, 3), 3, reason=Reason.STEADY),
     Case(
         "breach with a growing queue scales up at once, sized from the queue",
         obs(breached, 150, 2, waiting=3000.0),
@@ -73,8 +103,18 @@ CASES = [
         limit=Limit.PENDING_GPUS,
     ),
     Case("scale-up is rate limited", obs(breached, 60, 1, waiting=6000.0), 5, limit=Limit.SCALE_UP_RATE),
-    Case("scale-up stops at max replicas", obs(breached, 720, 12, waiting=30000.0), 16, limit=Limit.MAX_REPLICAS),
-    Case("rising load scales up before the SLO breaks", obs(healthy, 140, 2), at_least=3, reason=Reason.LOAD_RISING),
+    Case(
+        "scale-up stops at max replicas",
+        obs(breached, 720, 12, waiting=30000.0),
+        16,
+        limit=Limit.MAX_REPLICAS,
+    ),
+    Case(
+        "rising load scales up before the SLO breaks",
+        obs(healthy, 140, 2),
+        at_least=3,
+        reason=Reason.LOAD_RISING,
+    ),
     Case(
         "idle after a restart stays put (cautious)",
         obs(healthy, 0, 3, request_rate=0.0, running=0.0, waiting=0.0, p99_ttft_s=None, p99_tpot_s=None),
@@ -110,7 +150,8 @@ def test_reason_carries_the_numbers() -> None:
     decision, _ = decide(CONFIG, WARM, obs(breached, 150, 2), NOW)
     assert "p99 TTFT 2400 ms > SLO 500 ms" in decision.reason
     assert "req/s" in decision.reason
-    assert decision.capacity_per_replica is not None and decision.capacity_per_replica > 0
+    assert decision.capacity_per_replica is not None
+    assert decision.capacity_per_replica > 0
 
 
 def test_starting_replicas_count_as_capacity_on_the_way() -> None:

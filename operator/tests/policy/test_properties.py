@@ -49,7 +49,14 @@ def observations(draw: Any, *, valid: bool = False) -> Observation:
         "rollout_in_progress": draw(st.booleans()),
     }
     if not valid:
-        for name in ("p99_ttft_s", "p99_tpot_s", "request_rate", "running", "waiting", "generation_token_rate"):
+        for name in (
+            "p99_ttft_s",
+            "p99_tpot_s",
+            "request_rate",
+            "running",
+            "waiting",
+            "generation_token_rate",
+        ):
             if draw(st.booleans()):
                 values[name] = draw(metric)
     return Observation(**values)

@@ -8,12 +8,11 @@ import pytest
 
 from tailguard.sim import synthetic
 from tailguard.sim.autoscalers import Hpa, Keda, Kpa, Slo, Wva
-from tailguard.sim.engine import EngineSnapshot
+from tailguard.sim.engine import Engine, EngineSnapshot
 from tailguard.sim.fleet import FleetConfig, PodPhase
 from tailguard.sim.oracle import SloTarget, lower_bound
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.prometheus import ModelledPrometheus
-from tailguard.sim.engine import Engine
 
 SLO = Slo(ttft_s=0.5, tpot_s=None, goodput=0.99, min_replicas=1, max_replicas=32)
 EMPTY = Engine(get_profile("h100-llama3-8b")).snapshot()
@@ -22,7 +21,9 @@ EMPTY = Engine(get_profile("h100-llama3-8b")).snapshot()
 class View:
     """A stand-in for FleetView with gauges set per pod."""
 
-    def __init__(self, pods: dict[str, EngineSnapshot], *, desired: int | None = None, starting: int = 0) -> None:
+    def __init__(
+        self, pods: dict[str, EngineSnapshot], *, desired: int | None = None, starting: int = 0
+    ) -> None:
         self.prometheus = ModelledPrometheus()
         self.prometheus.scrape(100.0, list(pods.items()))
         self.desired = desired if desired is not None else len(pods)

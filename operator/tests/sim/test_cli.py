@@ -37,7 +37,9 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def test_simulate_writes_summary_timeline_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_writes_summary_timeline_and_plots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = parse(
         "--synthetic", "step", "--rate", "20", "--peak-rate", "60", "--duration-s", "600",
         "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--max-replicas", "8",
@@ -45,10 +47,20 @@ def test_simulate_writes_summary_timeline_and_plots(tmp_path: Path, capsys: pyte
     )  # fmt: skip
     assert cli.run(args) == 0
     printed = capsys.readouterr().out
-    assert "tailguard" in printed and "lower bound" in printed
+    assert "tailguard" in printed
+    assert "lower bound" in printed
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["version"] == 1
-    assert set(summary["policies"]) == {"tailguard", "hpa", "keda", "kpa", "wva", "dynamo", "static", "oracle"}
+    assert set(summary["policies"]) == {
+        "tailguard",
+        "hpa",
+        "keda",
+        "kpa",
+        "wva",
+        "dynamo",
+        "static",
+        "oracle",
+    }
     for entry in summary["policies"].values():
         assert set(entry) == POLICY_KEYS
     assert summary["lower_bound_gpu_hours"] > 0
@@ -65,7 +77,17 @@ def test_a_trace_file_with_rate_scale_and_window(tmp_path: Path) -> None:
     trace = tmp_path / "t.csv"
     rows = "\n".join(f"{i * 0.5},{200},{50}" for i in range(600))
     trace.write_text("arrival_s,input_tokens,output_tokens\n" + rows + "\n", encoding="utf-8")
-    args = parse("--trace", str(trace), "--rate-scale", "2", "--window", "10:100", "--policies", "tailguard", "--no-progress")
+    args = parse(
+        "--trace",
+        str(trace),
+        "--rate-scale",
+        "2",
+        "--window",
+        "10:100",
+        "--policies",
+        "tailguard",
+        "--no-progress",
+    )
     loaded = cli.load(args)
     assert len(loaded) == 360
     assert cli.run(args) == 0

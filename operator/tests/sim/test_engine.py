@@ -18,7 +18,8 @@ def test_histogram_uses_le_semantics_and_cumulates() -> None:
     for v in (0.1, 0.2, 0.5, 3.0):
         h.observe(v)
     assert h.cumulative() == ((0.1, 1), (0.5, 3), (math.inf, 4))
-    assert h.count == 4 and h.sum == pytest.approx(3.8)
+    assert h.count == 4
+    assert h.sum == pytest.approx(3.8)
 
 
 def test_one_request_goes_through_prefill_then_decode() -> None:
@@ -26,15 +27,17 @@ def test_one_request_goes_through_prefill_then_decode() -> None:
     engine = Engine(H100, on_finish=lambda *args: done.append(args))
     engine.add_request(7, 0.0, 200, 100)
     engine.run_until_idle()
-    (rid, ttft, tpot, end), = done
+    ((rid, ttft, tpot, end),) = done
     assert rid == 7
     assert 0 < ttft < 0.05
     assert tpot == pytest.approx(H100.step_time(1, 1, 300), rel=0.05)
     assert end == pytest.approx(ttft + 99 * tpot, rel=1e-6)
     snap = engine.snapshot()
     assert snap.requests_finished == 1
-    assert snap.prompt_tokens == 200 and snap.generation_tokens == 100
-    assert snap.running == 0 and snap.waiting == 0
+    assert snap.prompt_tokens == 200
+    assert snap.generation_tokens == 100
+    assert snap.running == 0
+    assert snap.waiting == 0
 
 
 def test_max_num_seqs_caps_the_batch_and_queues_the_rest() -> None:

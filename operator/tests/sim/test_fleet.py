@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from tailguard.sim import synthetic
+from tailguard.sim.engine import Engine
 from tailguard.sim.fleet import Action, FleetConfig, FleetView, PodPhase, simulate
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.prometheus import ModelledPrometheus
-from tailguard.sim.engine import Engine
 
 H100 = get_profile("h100-llama3-8b")
 
@@ -28,7 +28,13 @@ class Scripted:
 
     def step(self, now: float, view: FleetView) -> Action:
         self.seen.append(
-            (now, view.ready, view.count(PodPhase.STARTING), view.count(PodPhase.PENDING), view.rollout_in_progress)
+            (
+                now,
+                view.ready,
+                view.count(PodPhase.STARTING),
+                view.count(PodPhase.PENDING),
+                view.rollout_in_progress,
+            )
         )
         replicas, batch = view.desired, None
         for t, r, b in self.plan:
@@ -51,11 +57,13 @@ def test_prometheus_rates_and_quantiles_follow_the_scrapes() -> None:
     rate = prom.counter_rate(60.0, 120.0, lambda s: s.requests_finished)
     assert rate == pytest.approx(10.0, rel=0.1)
     obs = prom.observe(60.0, window_s=120.0, ttft_slo_s=0.5, tpot_slo_s=None)
-    assert obs.p99_ttft_s is not None and obs.p99_ttft_s < 0.1
+    assert obs.p99_ttft_s is not None
+    assert obs.p99_ttft_s < 0.1
     assert obs.ttft_within_slo == pytest.approx(1.0)
     assert obs.reporting_pods == 1
     assert obs.sample_time == 60.0
-    assert obs.itl_mean_s is not None and 0.005 < obs.itl_mean_s < 0.05
+    assert obs.itl_mean_s is not None
+    assert 0.005 < obs.itl_mean_s < 0.05
 
 
 def test_prometheus_without_two_samples_says_nothing() -> None:
@@ -88,7 +96,9 @@ def test_new_replicas_start_after_the_cold_start_and_cost_gpu_time() -> None:
 
 def test_scale_down_drains_without_losing_requests() -> None:
     trace = synthetic.poisson(20, 300, seed=2)
-    result = simulate(trace, Scripted([(0.0, 3, None), (150.0, 1, None)]), FleetConfig(H100, initial_replicas=3))
+    result = simulate(
+        trace, Scripted([(0.0, 3, None), (150.0, 1, None)]), FleetConfig(H100, initial_replicas=3)
+    )
     assert np.all(np.isfinite(result.ttft))
     assert result.scale_events[-1][2] == 1
 
@@ -104,7 +114,9 @@ def test_pods_beyond_the_gpu_limit_stay_pending() -> None:
 def test_a_max_batch_change_rolls_one_pod_at_a_time() -> None:
     trace = synthetic.poisson(20, 900, seed=4)
     scaler = Scripted([(60.0, 3, 128)])
-    result = simulate(trace, scaler, FleetConfig(H100, initial_replicas=3, cold_start_s=60, cold_start_jitter=0))
+    result = simulate(
+        trace, scaler, FleetConfig(H100, initial_replicas=3, cold_start_s=60, cold_start_jitter=0)
+    )
     during = [s for s in scaler.seen if s[4]]
     assert during, "a rollout was seen"
     assert min(ready for _, ready, *_ in during) >= 2, "never more than one pod down"

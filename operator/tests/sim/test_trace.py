@@ -35,7 +35,10 @@ def test_azure_csv_with_seven_fraction_digits(tmp_path: Path) -> None:
 
 def test_mooncake_jsonl_in_milliseconds(tmp_path: Path) -> None:
     path = tmp_path / "mooncake.jsonl"
-    rows = [{"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [1]}, {"timestamp": 2500, "input_length": 100, "output_length": 7}]
+    rows = [
+        {"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [1]},
+        {"timestamp": 2500, "input_length": 100, "output_length": 7},
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     trace = load_trace(path)
     assert list(trace.arrival_s) == [0.0, 2.5]
@@ -100,7 +103,8 @@ def test_generators_hit_their_mean_rate_and_repeat_with_a_seed(make: object, mea
 def test_mmpp_has_bursts() -> None:
     trace = synthetic.mmpp(10, 50, 3600, seed=2)
     per_minute = trace.arrival_rate(60)
-    assert per_minute.max() > 35 and per_minute.min() < 15
+    assert per_minute.max() > 35
+    assert per_minute.min() < 15
 
 
 def test_sharegpt_mix_means() -> None:

@@ -35,6 +35,8 @@ _TREND_SIGNIFICANT = 0.05
 _SETTLE_S = 120.0
 #: Bounds of the learned correction of the capacity model.
 _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
+#: Requests in flight above the window's mean batch by this factor mean a rising load.
+_SURGE = 1.15
 #: TPOT-to-step ratio assumed before one is measured.
 _DEFAULT_TPOT_RATIO = 1.25
 
@@ -70,10 +72,10 @@ def decide(
     current = obs.desired_replicas
     problem = check(config, obs, now)
     if problem is not None:
-        held, limits = _clamp(config, current)
+        held, held_limits = _clamp(config, current)
         sentence = f"{problem.sentence}; holding {held} replica{'s' if held != 1 else ''}"
         return (
-            Decision(held, obs.max_batch, False, problem.code, sentence, tuple(limits)),
+            Decision(held, obs.max_batch, False, problem.code, sentence, tuple(held_limits)),
             state,
         )
 
@@ -143,6 +145,15 @@ def decide(
     # Finished requests per second. Under overload that is only what the replicas sustain: the
     # growth of the queue since the last decision is demand too.
     arrivals = rate
+    # Rates lag by the window; the running and waiting gauges do not. When the requests in the
+    # engines now outnumber the window's mean batch, the load is rising now: scale the rate by
+    # that surge (Little's law: requests in flight grow with arrivals).
+    surge = 1.0
+    if derived.fit_material and derived.batch and derived.serving and derived.batch >= 1.0:
+        in_flight = ((obs.running or 0.0) + waiting) / derived.serving
+        surge = min(2.0, in_flight / derived.batch)
+    if surge > _SURGE:
+        arrivals = max(arrivals, rate * surge)
     if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
         arrivals += max(0.0, (waiting - state.waiting) / elapsed)
     if state.rate_level is None or elapsed <= 0:
@@ -159,7 +170,7 @@ def decide(
     if cap is not None and derived.per_replica_rate is not None and not idle:
         per = derived.per_replica_rate
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
-        steady = trend * config.startup_s <= _TREND_SIGNIFICANT * max(level, 1e-9)
+        steady = surge <= _SURGE and trend * config.startup_s <= _TREND_SIGNIFICANT * max(level, 1e-9)
         if broken and settled and steady:
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
@@ -189,7 +200,7 @@ def decide(
     healthy_capacity = cap.rate * scale if cap is not None else None
     sized: int | None = None
     if healthy_capacity is not None and healthy_capacity > 0 and not idle:
-        sized = _ceil(max(demand, forecast) / (healthy_capacity * config.target_utilization))
+        sized = _ceil(max(rate, level) / (healthy_capacity * config.target_utilization))
     if idle:
         recommended = config.min_replicas
         code = Reason.IDLE

@@ -38,16 +38,16 @@ class PolicyConfig:
     max_batch_tuning: bool = True
     #: After a breach, hold the largest recommendation this long before scaling down (a burst
     #: that came once tends to come again), for ``burst_memory_s`` after the breach.
-    burst_hold_s: float = 900.0
+    burst_hold_s: float = 600.0
     burst_memory_s: float = 1800.0
     #: Expected seconds from a new replica's creation to Ready: the forecast horizon.
     startup_s: float = 90.0
     #: Data older than this is stale and holds every decision.
     max_metric_age_s: float = 90.0
     #: Share of the learned per-replica capacity the service is sized to use.
-    target_utilization: float = 0.8
+    target_utilization: float = 0.93
     #: Scale down only once the load fits at ``target_utilization − scale_down_margin``.
-    scale_down_margin: float = 0.12
+    scale_down_margin: float = 0.08
     #: Share of max batch one replica is planned to fill (the rest absorbs fluctuation).
     batch_fill: float = 0.85
 

@@ -3,8 +3,8 @@
 Every trace runs one hour of a Llama-3.3-70B FP8 service, one replica on two H100s (chat prompts
 of about 600 tokens; SLO: p99 TTFT 1 s, p99 TPOT 100 ms, goodput 0.99; 1 to 32 replicas; 60 s
 cold start). A 70B replica serves about 10 requests per second, so these loads need fleets of
-3 to 12 replicas, where one replica more or less is a fair step of the cost. The goals are those of the project's issue;
-each is printed as met or missed with its measured figure, never adjusted.
+3 to 12 replicas, where one replica more or less is a fair step of the cost. The goals are those
+of the project's issue; each is printed as met or missed with its measured figure, never adjusted.
 """
 
 from __future__ import annotations

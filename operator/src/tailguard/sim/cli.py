@@ -7,7 +7,6 @@ tailguard.sim`` runs it on its own.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -166,25 +165,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace, scenario: Scenario) -> dict[str, object]:
-    return json.loads(
-        json.dumps(
-            {
-                "profile": scenario.profile.name,
-                "slo_ttft_s": scenario.slo.ttft_s,
-                "slo_tpot_s": scenario.slo.tpot_s,
-                "goodput": scenario.slo.goodput,
-                "min_replicas": scenario.min_replicas,
-                "max_replicas": scenario.max_replicas,
-                "cold_start_s": scenario.cold_start_s,
-                "router": scenario.router,
-                "scrape_interval_s": scenario.scrape_interval_s,
-                "oracle_window_s": scenario.oracle_window_s,
-                "rate_scale": args.rate_scale,
-                "window": args.window,
-                "seed": scenario.seed,
-            }
-        )
-    )
+    return {
+        "profile": scenario.profile.name,
+        "slo_ttft_s": scenario.slo.ttft_s,
+        "slo_tpot_s": scenario.slo.tpot_s,
+        "goodput": scenario.slo.goodput,
+        "min_replicas": scenario.min_replicas,
+        "max_replicas": scenario.max_replicas,
+        "cold_start_s": scenario.cold_start_s,
+        "router": scenario.router,
+        "scrape_interval_s": scenario.scrape_interval_s,
+        "oracle_window_s": scenario.oracle_window_s,
+        "rate_scale": args.rate_scale,
+        "window": args.window,
+        "seed": scenario.seed,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

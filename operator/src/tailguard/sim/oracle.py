@@ -1,10 +1,11 @@
 """The lower bound: per window, the fewest replicas that meet the SLO with perfect foresight.
 
-Each window's requests are served by ``n`` fresh replicas that are Ready at the window's start
-(no cold start, nothing carried over from the previous window), spread by the same router as the
-fleet; ``n`` is the smallest count whose requests meet every SLO at the goodput target. The sum
-of ``n × window`` is the GPU time no policy that must meet the target window by window can beat
-(a policy may still spend less by missing the target in some windows and making up elsewhere).
+Each window's requests are served by ``n`` replicas that are Ready at the window's start (no
+cold start; the engines are warmed by the requests of the half minute before the window), spread
+by the same router as the fleet; ``n`` is the smallest count whose requests meet every SLO at the
+goodput target and that ends the window without a queue. The sum of ``n × window`` is the GPU
+time no policy that must meet the target window by window can beat (a policy may still spend
+less by missing the target in some windows and making up elsewhere).
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def met(ttft: FloatArray, tpot: FloatArray, slo: SloTarget) -> np.ndarray:
     return ok
 
 
-def _attainment(trace: Trace, replicas: int, config: FleetConfig, slo: SloTarget, seed: int) -> float:
+def _attainment(
+    trace: Trace, replicas: int, config: FleetConfig, slo: SloTarget, seed: int, counted_from: float = 0.0
+) -> float:
+    """Attainment of the requests arriving from ``counted_from`` on (earlier ones warm the engines)."""
     n = len(trace)
     ttft = np.full(n, np.inf)
     tpot = np.full(n, np.nan)
@@ -64,9 +68,17 @@ def _attainment(trace: Trace, replicas: int, config: FleetConfig, slo: SloTarget
             engine = engines[int(pick[i] * replicas)]
             engine.advance_to(t)
         engine.add_request(i, t, int(trace.input_tokens[i]), int(trace.output_tokens[i]))
+    # A window that ends with a queue is not sustained, whatever its own requests saw: the
+    # backlog would spill into the next one.
+    end = float(trace.arrival_s[-1]) if n else 0.0
+    for e in engines:
+        e.advance_to(end)
+    if sum(e.num_waiting for e in engines) > replicas:
+        return 0.0
     for e in engines:
         e.run_until_idle()
-    return float(met(ttft, tpot, slo).mean()) if n else 1.0
+    counted = trace.arrival_s >= counted_from
+    return float(met(ttft[counted], tpot[counted], slo).mean()) if counted.any() else 1.0
 
 
 def lower_bound(
@@ -77,20 +89,27 @@ def lower_bound(
     window_s: float,
     min_replicas: int,
     max_replicas: int,
+    warmup_s: float = 30.0,
     progress: Callable[[float], None] | None = None,
 ) -> list[int]:
-    """The fewest replicas per window of ``window_s`` seconds (bounded by ``[min, max]``)."""
+    """The fewest replicas per window of ``window_s`` seconds (bounded by ``[min, max]``).
+
+    The ``warmup_s`` of arrivals before each window are served first, uncounted, so the window
+    starts with engines as busy as the steady state would have them rather than empty.
+    """
     windows = max(1, int(np.ceil(trace.duration_s / window_s)))
     counts: list[int] = []
     guess = min_replicas
     for w in range(windows):
-        part = trace.window(w * window_s, (w + 1) * window_s)
-        if len(part) == 0:
+        start = w * window_s
+        warm = min(start, warmup_s)
+        part = trace.window(start - warm, start + window_s)
+        if not np.any(part.arrival_s >= warm):
             counts.append(min_replicas)
             continue
 
-        def ok(n: int, part: Trace = part, w: int = w) -> bool:
-            return _attainment(part, n, config, slo, seed=config.seed + w) >= slo.goodput
+        def ok(n: int, part: Trace = part, w: int = w, warm: float = warm) -> bool:
+            return _attainment(part, n, config, slo, seed=config.seed + w, counted_from=warm) >= slo.goodput
 
         n = max(min_replicas, min(max_replicas, guess))
         if ok(n):

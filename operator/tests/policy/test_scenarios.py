@@ -1,0 +1,126 @@
+"""Multi-step scenarios on a fake clock: a fleet whose new replicas take a minute to start."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field, replace
+
+from policy.helpers import CONFIG, Run, breached, healthy
+from tailguard.policy import Decision, Observation, PolicyConfig, Reason
+
+#: What one replica of the helpers' model finishes per second when saturated.
+SATURATED_RATE = 45.0
+
+
+@dataclass
+class FakeFleet:
+    """Replicas that become ready ``start_s`` after they are asked for; removal is immediate.
+
+    Saturated replicas finish at most ``SATURATED_RATE`` each; the rest of the arrivals queue.
+    """
+
+    run: Run
+    start_s: float = 60.0
+    ready: int = 2
+    starting: list[float] = field(default_factory=list)  # ready-at times
+    queue: float = 0.0
+
+    def tick(self, make: object, rate: float) -> Decision:
+        assert callable(make)
+        now = self.run.now
+        self.ready += sum(1 for t in self.starting if t <= now)
+        self.starting = [t for t in self.starting if t > now]
+        served = min(rate + self.queue / CONFIG.interval_s, SATURATED_RATE * max(1, self.ready))
+        self.queue = max(0.0, self.queue + (rate - served) * CONFIG.interval_s)
+        obs: Observation = make(served, max(1, self.ready))
+        obs = replace(
+            obs, ready_replicas=self.ready, reporting_pods=self.ready, starting_replicas=len(self.starting)
+        )
+        if self.queue > 0:
+            obs = replace(obs, waiting=self.queue)
+        decision = self.run.step(obs)
+        total = self.ready + len(self.starting)
+        if decision.replicas > total:
+            self.starting += [now + self.start_s] * (decision.replicas - total)
+        elif decision.replicas < total:
+            drop = total - decision.replicas
+            while drop and self.starting:
+                self.starting.pop()
+                drop -= 1
+            self.ready -= drop
+        return decision
+
+
+def warm_fleet(replicas: int = 2, rate: float = 40.0, config: PolicyConfig = CONFIG) -> FakeFleet:
+    """A fleet that has served a varied load for ten minutes, then ``rate`` for three."""
+    fleet = FakeFleet(Run(config=config, replicas=replicas), ready=replicas)
+    for r in (rate * 0.5, rate * 0.75, rate, rate * 1.25, rate) * 8:
+        fleet.tick(healthy, r)
+    for _ in range(12):
+        fleet.tick(healthy, rate)
+    return fleet
+
+
+def test_a_burst_gets_one_sized_scale_up_and_no_cascade_while_replicas_start() -> None:
+    fleet = warm_fleet(2, 40.0)
+    before = fleet.run.replicas
+    decisions = [fleet.tick(breached, 120.0) for _ in range(4)]  # one minute: nothing ready yet
+    first = decisions[0]
+    assert first.replicas >= before + 2, first.reason
+    assert first.reason_code is Reason.SLO_BREACH
+    assert max(d.replicas for d in decisions) <= first.replicas + 1, [d.reason for d in decisions]
+
+
+def test_scale_down_waits_for_the_stabilization_window() -> None:
+    fleet = warm_fleet(2, 40.0)
+    for _ in range(8):
+        last_high = fleet.tick(healthy, 150.0)
+    assert last_high.recommended is not None
+    assert last_high.recommended > 2
+    for i in range(60):
+        d = fleet.tick(healthy, 30.0)
+        if (i + 1) * CONFIG.interval_s < CONFIG.scale_down_stabilization_s:
+            assert d.replicas >= last_high.recommended, (i, d.reason)
+    assert fleet.run.replicas < last_high.recommended, "it scales down after the window"
+
+
+def test_never_scales_down_while_the_slo_is_broken() -> None:
+    fleet = warm_fleet(6, 60.0)
+    replicas = [fleet.tick(breached, 20.0).replicas for _ in range(40)]
+    assert all(b >= a for a, b in itertools.pairwise(replicas)), replicas
+
+
+def test_a_stationary_noisy_load_never_reverses() -> None:
+    rng = random.Random(7)
+    fleet = warm_fleet(3, 80.0)
+    changes = []
+    for _ in range(240):  # one hour
+        d = fleet.tick(healthy, 80.0 * (1.0 + rng.uniform(-0.04, 0.04)))
+        changes.append(d.replicas)
+    directions = [b - a for a, b in itertools.pairwise(changes) if b != a]
+    assert all(x > 0 for x in directions) or all(x < 0 for x in directions) or not directions, changes
+
+
+def test_tpot_breaking_at_steady_ttft_lowers_max_batch_and_adds_replicas() -> None:
+    fleet = warm_fleet(3, 80.0)
+    bad = fleet.tick(lambda r, n: healthy(r, n, p99_tpot_s=0.08, tpot_within_slo=0.95, goodput=0.95), 80.0)
+    assert bad.max_batch < 256, bad.reason
+    assert bad.reason_code is Reason.MAX_BATCH_LOWERED
+    assert bad.replicas > 3
+    again = fleet.tick(lambda r, n: healthy(r, n, p99_tpot_s=0.08, tpot_within_slo=0.95, goodput=0.95), 80.0)
+    assert again.max_batch == bad.max_batch, "no second change within the interval"
+
+
+def test_no_max_batch_change_during_a_rollout() -> None:
+    fleet = warm_fleet(3, 80.0)
+    d = fleet.tick(lambda r, n: healthy(r, n, p99_tpot_s=0.08, rollout_in_progress=True), 80.0)
+    assert d.max_batch == 256
+    assert d.replicas >= 3
+
+
+def test_pending_pods_stop_further_scale_up() -> None:
+    fleet = warm_fleet(2, 40.0)
+    d = fleet.tick(lambda r, n: breached(r, n, pending_replicas=2), 120.0)
+    assert d.replicas == fleet.run.history[-2].replicas
+    assert "pending_gpus" in d.limits
