@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from cluster.prometheus import Prometheus
 from lib import testbed as testbed_mod
 from lib.kube import Kube, load_yaml_documents, unique_name
 from lib.operator import Identity, OperatorProcess, provision_identity
@@ -225,3 +226,13 @@ def operator(
         f"the API server refused the operator ({op.identity.username}) with the chart's RBAC; "
         f"missing permissions in tailguard.k8s.rbac? Log {op.log_file}:\n" + "\n".join(refused[:20])
     )
+
+
+@pytest.fixture
+def prometheus(testbed: testbed_mod.Testbed, request: pytest.FixtureRequest) -> Iterator[Prometheus]:
+    """A Prometheus on loopback for one test, scraping (every second) what ``set_targets`` lists;
+    ``reload(scrape_configs)`` swaps in a whole configuration."""
+    prom = Prometheus(testbed.workdir / "prometheus" / request.node.name.replace("/", "_"))
+    prom.start(die_with_parent=True)
+    yield prom
+    prom.stop()

@@ -11,6 +11,9 @@ from cluster import control_plane, prometheus, tools, versions
 
 
 def _tools(args: argparse.Namespace) -> int:
+    if args.only:
+        tools.ensure_components(args.only)
+        return 0
     found = tools.ensure_all(with_helm=not args.no_helm, with_prometheus=not args.no_prometheus)
     print(tools.describe(found), flush=True)
     return 0
@@ -103,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tools", help="build or install every binary the cluster needs (idempotent)")
     t.add_argument("--no-helm", action="store_true")
     t.add_argument("--no-prometheus", action="store_true")
+    t.add_argument(
+        "--only",
+        action="append",
+        metavar="COMPONENT",
+        help="build just this Go component (kubernetes, etcd, kwok, helm)",
+    )
     t.set_defaults(func=_tools)
     sub.add_parser("versions", help="print the pinned versions").set_defaults(func=_versions)
     up = sub.add_parser("up", help="start the cluster (or reuse the running one)")

@@ -481,6 +481,27 @@ def ensure_all(*, with_helm: bool = True, with_prometheus: bool = True, progress
     return tools
 
 
+GO_COMPONENTS: dict[str, tuple[GoComponent, Callable[[Progress], None]]] = {
+    "kubernetes": (KUBERNETES, build_kubernetes),
+    "etcd": (ETCD, build_etcd),
+    "kwok": (KWOK, build_kwok),
+    "helm": (HELM, build_helm),
+}
+
+
+def ensure_components(names: Sequence[str], progress: Progress = _say) -> None:
+    """Build only the named Go components (e.g. just kwok, to drive a kind cluster's fake nodes)."""
+    for name in names:
+        if name not in GO_COMPONENTS:
+            raise ToolError(f"unknown component {name!r}; one of {', '.join(GO_COMPONENTS)}")
+        component, build = GO_COMPONENTS[name]
+        with _lock(component.name):
+            if component.installed():
+                progress(f"{component.name} {component.version}: cached in {component.directory}")
+            else:
+                build(progress)
+
+
 def describe(tools: Tools) -> str:
     """One line per tool with its path and version, for logs and `python -m cluster tools`."""
 

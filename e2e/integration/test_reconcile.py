@@ -222,9 +222,10 @@ def test_more_gpus_than_the_cluster_has_leaves_pods_pending_and_says_so(
     testbed: Testbed,
 ) -> None:
     name = "llama-8b-chat"
-    per_node = testbed.pool.gpus
-    nodes = len(testbed.gpu_node_names())
-    replicas = nodes + 1  # a whole node's GPUs each: one replica cannot fit anywhere
+    capacity = testbed.gpus_by_node()
+    per_node = max(capacity.values())
+    nodes = sum(1 for g in capacity.values() if g >= per_node)
+    replicas = nodes + 1  # a whole (largest) node's GPUs each: the last replica fits nowhere
     m = _off(examples[name], replicas, gpus=per_node)
     m["spec"]["engine"] = {**m["spec"].get("engine", {}), "tensorParallelSize": 1}
     _create(kube, namespace, m)

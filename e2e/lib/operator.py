@@ -291,70 +291,103 @@ class OperatorProcess:
 
 
 class InProcessOperator:
-    """The operator's kopf loop in a thread of the test process, stopped through kopf's stop flag.
+    """The operator in a thread of the test process: ``tailguard.handlers.main.run_async`` with the
+    ``tailguard run`` arguments, stopped through its stop event.
 
-    It authenticates as the operator's ServiceAccount by pointing ``KUBECONFIG`` at its kubeconfig
-    while running (kopf's login reads it); :class:`lib.kube.Kube` and kubectl calls in the tests name
-    their kubeconfig explicitly, so they are unaffected.
+    It authenticates as the operator's ServiceAccount: the client library's default configuration
+    and ``KUBECONFIG`` (read by kopf's login) point at its kubeconfig while it runs.
+    :class:`lib.kube.Kube` and kubectl calls in the tests name their kubeconfig explicitly, so they
+    are unaffected. Faster to start than :class:`OperatorProcess` and debuggable in place, but it
+    shares the process: use the subprocess for restart and crash tests.
     """
 
-    def __init__(self, identity: Identity, *, namespaces: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        identity: Identity,
+        *,
+        namespaces: Sequence[str] = (),
+        prometheus_url: str = "http://127.0.0.1:9",
+    ) -> None:
         self.identity = identity
         self.namespaces = list(namespaces)
+        self.prometheus_url = prometheus_url
+        self.liveness_port = 0
         self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
         self._error: BaseException | None = None
         self._saved_kubeconfig: str | None = None
+        self._saved_default = ""
+
+    def _args(self) -> Any:
+        from tailguard.cli import build_parser
+
+        argv = [
+            "run",
+            f"--liveness-port={self.liveness_port}",
+            "--metrics-port=0",
+            "--listen-address=127.0.0.1",
+        ]
+        argv += [f"--prometheus-url={self.prometheus_url}"]
+        for ns in self.namespaces:
+            argv += ["--namespace", ns]
+        return build_parser().parse_args(argv)
 
     def _main(self) -> None:
-        import kopf
         from kubernetes import config
 
-        import tailguard.handlers.main  # noqa: F401  (registers the startup settings)
-        from tailguard.handlers import lifecycle
-        from tailguard.k8s.cluster import KubernetesCluster
-        from tailguard.k8s.labels import FIELD_MANAGER
+        from tailguard.handlers.main import run_async
+
+        async def run() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            await run_async(self._args(), stop=self._stop)
 
         try:
-            api_client = config.new_client_from_config(config_file=str(self.identity.kubeconfig))
-            lifecycle.configure(KubernetesCluster(FIELD_MANAGER, api_client=api_client))
-            asyncio.run(
-                kopf.operator(
-                    standalone=True,
-                    clusterwide=not self.namespaces,
-                    namespaces=self.namespaces,
-                    stop_flag=self._stop,
-                    ready_flag=self._ready,
-                )
-            )
+            config.load_kube_config(config_file=str(self.identity.kubeconfig))
+            asyncio.run(run())
         except BaseException as exc:  # reported by assert_running / stop
             self._error = exc
 
     def start(self, *, timeout: float = 60) -> None:
+        from kubernetes.config import kube_config
+
         self._saved_kubeconfig = os.environ.get("KUBECONFIG")
         os.environ["KUBECONFIG"] = str(self.identity.kubeconfig)
-        self._stop.clear()
-        self._ready.clear()
+        # kopf's login calls load_kube_config() without a path; the client read KUBECONFIG at import.
+        self._saved_default = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(self.identity.kubeconfig)
+        self.liveness_port = _free_port()
+        self._error = None
         self._thread = threading.Thread(target=self._main, name="tailguard-operator", daemon=True)
         self._thread.start()
-        wait_for("the in-process operator to be ready", self._started, timeout=timeout, interval=0.1)
+        url = f"http://127.0.0.1:{self.liveness_port}/healthz"
 
-    def _started(self) -> bool:
-        self.assert_running()
-        return self._ready.is_set()
+        def healthy() -> bool:
+            self.assert_running()
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except (urllib.error.URLError, OSError):
+                return False
+
+        wait_for(f"the in-process operator's liveness endpoint {url}", healthy, timeout=timeout, interval=0.2)
 
     def assert_running(self) -> None:
         if self._error is not None:
             raise AssertionError(f"the in-process operator failed: {self._error!r}") from self._error
 
-    def stop(self, *, timeout: float = 20) -> None:
-        self._stop.set()
+    def stop(self, *, timeout: float = 30) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 raise AssertionError(f"the in-process operator did not stop within {timeout}s")
-        self._thread = None
+        self._thread = self._loop = self._stop = None
+        from kubernetes.config import kube_config
+
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = self._saved_default
         if self._saved_kubeconfig is None:
             os.environ.pop("KUBECONFIG", None)
         else:

@@ -58,6 +58,15 @@ class Testbed:
         nodes = self.kube.list("v1", "Node")
         return sum(int((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)) for n in nodes)
 
+    def gpus_by_node(self) -> dict[str, int]:
+        """Allocatable GPUs of every node that has any."""
+        out = {}
+        for n in self.kube.list("v1", "Node"):
+            gpus = int((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0))
+            if gpus > 0:
+                out[n["metadata"]["name"]] = gpus
+        return out
+
     def gpu_node_names(self) -> list[str]:
         return [
             n["metadata"]["name"]
