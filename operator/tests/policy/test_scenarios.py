@@ -65,7 +65,7 @@ def warm_fleet(replicas: int = 2, rate: float = 40.0, config: PolicyConfig = CON
 def test_a_burst_gets_one_sized_scale_up_and_no_cascade_while_replicas_start() -> None:
     fleet = warm_fleet(2, 40.0)
     before = fleet.run.replicas
-    decisions = [fleet.tick(breached, 120.0) for _ in range(4)]  # one minute: nothing ready yet
+    decisions = [fleet.tick(breached, 160.0) for _ in range(4)]  # one minute: nothing ready yet
     first = decisions[0]
     assert first.replicas >= before + 2, first.reason
     assert first.reason_code is Reason.SLO_BREACH

@@ -35,6 +35,8 @@ _TREND_SIGNIFICANT = 0.05
 _SETTLE_S = 120.0
 #: Bounds of the learned correction of the capacity model.
 _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
+#: How fast a saturated replica's own queue should empty once help arrives.
+_DRAIN_S = 60.0
 #: Requests in flight above the window's mean batch by this factor mean a rising load.
 _SURGE = 1.15
 #: TPOT-to-step ratio assumed before one is measured.
@@ -150,7 +152,8 @@ def decide(
     # that surge (Little's law: requests in flight grow with arrivals).
     surge = 1.0
     if derived.fit_material and derived.batch and derived.serving and derived.batch >= 1.0:
-        in_flight = ((obs.running or 0.0) + waiting) / derived.serving
+        # Running only: a queue says the same thing again, and is counted as its growth below.
+        in_flight = (obs.running or 0.0) / derived.serving
         surge = min(2.0, in_flight / derived.batch)
     if surge > _SURGE:
         arrivals = max(arrivals, rate * surge)
@@ -213,14 +216,20 @@ def decide(
         parts.append("capacity not learned yet")
     else:
         u = config.target_utilization
-        need_up = max(demand, forecast) / (per_replica * u)
-        if broken:
-            # The queue is drained by the replicas to come, over twice their start-up.
-            need_up = max(need_up, (demand + waiting / (2.0 * horizon)) / (per_replica * u))
-        up = _ceil(need_up)
+        plain = _ceil(max(demand, forecast) / (per_replica * u))
+        on_the_way = obs.starting_replicas + obs.pending_replicas
+        up = plain
+        if broken and not on_the_way:
+            # Each saturated replica keeps its own queue (the Service does not move requests),
+            # so it drains only by the margin between its capacity and its share of arrivals:
+            # size the fleet so that margin empties the queue within _DRAIN_S. Once replicas
+            # are on the way this extra is not asked for again: the queue grows while they
+            # start whatever is done, and asking again would cascade.
+            queue_each = waiting / max(1, derived.serving)
+            margin = max(0.5 * per_replica, per_replica - queue_each / _DRAIN_S)
+            up = max(up, _ceil(demand / margin))
         down_u = max(0.05, u - config.scale_down_margin)
         down = _ceil(demand / (per_replica * down_u))
-        on_the_way = obs.starting_replicas + obs.pending_replicas
         if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
             # Replicas are starting for this breach: wait for them unless the need grew clearly.
             recommended = current
@@ -262,7 +271,8 @@ def decide(
     down_window = config.scale_down_stabilization_s
     if last_breach is not None and now - last_breach < config.burst_memory_s:
         down_window = max(down_window, config.burst_hold_s)
-    remembered = recommended if sized is None or not broken else min(recommended, max(sized, current))
+    # In a breach remember what the load needs at the healthy capacity, not the emergency size.
+    remembered = recommended if sized is None or not broken else min(recommended, sized)
     history = (*_prune(state.recommendations, now, config), (now, remembered))
     final = recommended
     limits: list[str] = []

@@ -118,6 +118,8 @@ def derive(obs: Observation) -> Derived:
         kv_per_seq = None
     if out_tokens is not None and not math.isfinite(out_tokens):
         out_tokens = None
-    if batch is None or step is None or not (math.isfinite(batch) and math.isfinite(step) and step > 0):
+    # Beyond these no vLLM engine goes; such figures are broken data, not load.
+    sane = batch is not None and step is not None and 0 <= batch <= 1e5 and 0 < step <= 60.0
+    if not sane:
         batch, step, material = None, None, False
     return Derived(serving, per_rate, batch, step, material, out_tokens, kv_per_seq)

@@ -36,9 +36,10 @@ class PolicyConfig:
     #: Least time between two max-batch changes (each restarts every replica).
     max_batch_change_interval_s: float = 900.0
     max_batch_tuning: bool = True
-    #: After a breach, hold the largest recommendation this long before scaling down (a burst
-    #: that came once tends to come again), for ``burst_memory_s`` after the breach.
-    burst_hold_s: float = 600.0
+    #: After a breach, hold the largest recommendation this long before scaling down, for
+    #: ``burst_memory_s`` after the breach: for loads whose bursts recur within minutes. The
+    #: default (equal to the scale-down window) leaves it off; see docs/policy.md.
+    burst_hold_s: float = 300.0
     burst_memory_s: float = 1800.0
     #: Expected seconds from a new replica's creation to Ready: the forecast horizon.
     startup_s: float = 90.0
