@@ -333,7 +333,9 @@ def test_resync_reverts_a_hand_edit_from_the_inventory_without_reads() -> None:
 
 
 def test_steady_cycles_write_nothing() -> None:
-    loads = [load("team-a", f"svc-{i}", rate=2, slow_share=0.0, running=3, waiting=0, pods=1) for i in range(5)]
+    loads = [
+        load("team-a", f"svc-{i}", rate=2, slow_share=0.0, running=3, waiting=0, pods=1) for i in range(5)
+    ]
     harness = Harness(FakePrometheus(answers(*loads)))
     for i in range(5):
         harness.add(f"svc-{i}")

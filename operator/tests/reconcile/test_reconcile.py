@@ -153,3 +153,11 @@ def test_resync_leaves_replicas_owned_by_another_writer_alone() -> None:
     result = reconcile(manifest(), cluster, now=NOW)
     assert cluster.objects[key]["spec"]["replicas"] == 5
     assert result.events == []
+
+
+def test_fields_the_api_server_drops_are_not_drift() -> None:
+    from tailguard.reconcile.diff import is_subset
+
+    assert is_subset({"env": [], "nodeSelector": {}, "a": 1}, {"a": 1})
+    assert not is_subset({"env": [{"name": "X"}]}, {})
+    assert not is_subset({"a": 1}, {"a": 2})

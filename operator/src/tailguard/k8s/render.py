@@ -150,11 +150,13 @@ def render_deployment(isvc: InferenceService, *, replicas: int, max_num_seqs: in
         "image": engine.image,
         "args": vllm_args(isvc, max_num_seqs),
         "ports": [{"name": PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}],
-        "env": _env(isvc),
         "resources": _resources(isvc),
         "volumeMounts": mounts,
         **_probes(isvc),
     }
+    env = _env(isvc)
+    if env:  # the API server drops an empty list, which would read as drift
+        container["env"] = env
     pod_spec: Manifest = {
         "containers": [container],
         "volumes": volumes,

@@ -12,7 +12,11 @@ def is_subset(desired: Any, live: Any) -> bool:
     element by element, since tailguard owns the lists it sets (containers, args, env).
     """
     if isinstance(desired, dict):
-        return isinstance(live, dict) and all(k in live and is_subset(v, live[k]) for k, v in desired.items())
+        return isinstance(live, dict) and all(
+            is_subset(v, live[k]) if k in live else _empty(v) for k, v in desired.items()
+        )
+    if isinstance(desired, list) and not desired and live is None:
+        return True
     if isinstance(desired, list):
         return (
             isinstance(live, list)
@@ -22,3 +26,8 @@ def is_subset(desired: Any, live: Any) -> bool:
     if isinstance(desired, int | float) and isinstance(live, int | float) and not isinstance(desired, bool):
         return float(desired) == float(live)
     return bool(desired == live)
+
+
+def _empty(value: Any) -> bool:
+    """Empty lists and maps are omitted by the API server: their absence is not drift."""
+    return isinstance(value, list | dict) and not value
