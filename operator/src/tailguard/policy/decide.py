@@ -30,15 +30,15 @@ from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, P
 _LEVEL_GAIN = 0.5
 _TREND_GAIN = 0.2
 #: A trend counts only when it adds this share of the load over the horizon.
-_TREND_SIGNIFICANT = 0.05
+_TREND_SIGNIFICANT = 0.08
 #: After the ready count changes, rate windows mix two fleet sizes for this long.
 _SETTLE_S = 120.0
 #: Bounds of the learned correction of the capacity model.
 _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
 #: How fast a saturated replica's own queue should empty once help arrives.
 _DRAIN_S = 60.0
-#: Requests in flight above the window's mean batch by this factor mean a rising load.
-_SURGE = 1.15
+#: Requests in flight above the window's mean batch by this factor mean a rising load (noise stays under it).
+_SURGE = 1.3
 #: TPOT-to-step ratio assumed before one is measured.
 _DEFAULT_TPOT_RATIO = 1.25
 
@@ -150,8 +150,11 @@ def decide(
     # Rates lag by the window; the running and waiting gauges do not. When the requests in the
     # engines now outnumber the window's mean batch, the load is rising now: scale the rate by
     # that surge (Little's law: requests in flight grow with arrivals).
+    # Only with the same fleet through the whole window: after a scale-down each replica runs
+    # more (and slower) by design, which is no surge.
+    same_fleet = ready_changed_at is not None and now - ready_changed_at >= _SETTLE_S
     surge = 1.0
-    if derived.fit_material and derived.batch and derived.serving and derived.batch >= 1.0:
+    if same_fleet and derived.fit_material and derived.batch and derived.serving and derived.batch >= 1.0:
         # Running only: a queue says the same thing again, and is counted as its growth below.
         in_flight = (obs.running or 0.0) / derived.serving
         surge = min(2.0, in_flight / derived.batch)
@@ -194,7 +197,9 @@ def decide(
     # -- size -------------------------------------------------------------------------------
     horizon = config.startup_s
     # The trend of finished requests means little while the queue grows; use it only when healthy.
-    rising = not broken and trend * horizon > _TREND_SIGNIFICANT * level
+    # Nor right after a start: the first windows fill up and look like growth.
+    warmed_up = state.started_at is not None and now - state.started_at >= 2 * _SETTLE_S
+    rising = warmed_up and not broken and trend * horizon > _TREND_SIGNIFICANT * level
     forecast = level + trend * horizon if rising else level
     demand = max(arrivals, level)
     parts: list[str] = []

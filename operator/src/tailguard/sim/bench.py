@@ -56,9 +56,13 @@ TRACES = (
         "a day in an hour: 70 req/s mean, ±60%",
         lambda seed: synthetic.diurnal(70, HOUR, amplitude=0.6, period_s=HOUR, mix=MIX, seed=seed),
     ),
-    BenchTrace("step", "40 → 100 req/s at 30 min", lambda seed: synthetic.step(40, 100, HOUR, seed=seed)),
     BenchTrace(
-        "poisson", "stationary Poisson, 80 req/s", lambda seed: synthetic.poisson(80, HOUR, seed=seed)
+        "step", "40 → 80 req/s at 30 min", lambda seed: synthetic.step(40, 80, HOUR, mix=MIX, seed=seed)
+    ),
+    BenchTrace(
+        "poisson",
+        "stationary Poisson, 70 req/s",
+        lambda seed: synthetic.poisson(70, HOUR, mix=MIX, seed=seed),
     ),
 )
 

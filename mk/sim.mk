@@ -1,0 +1,14 @@
+# The fleet simulator and its benchmark (operator/src/tailguard/sim).
+.PHONY: bench bench-quick simulate-example
+
+BENCH_OUT ?= out/bench
+
+bench: venv ## run every policy on the synthetic benchmark traces and print the ratios (about 10 min)
+	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --plots docs/img
+
+bench-quick: venv ## the benchmark on the stationary trace only (the no-flapping goal and the speed figure)
+	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --traces poisson
+
+simulate-example: venv ## a 20-minute bursty trace through every policy, outputs in out/simulate
+	$(PY) -m tailguard.sim --synthetic bursty --rate 30 --peak-rate 80 --duration-s 1200 \
+		--profile h100-llama3-8b --slo-ttft-ms 500 --slo-tpot-ms 50 --out out/simulate
