@@ -177,7 +177,9 @@ def decide(
         per = derived.per_replica_rate
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
         steady = surge <= _SURGE and trend * config.startup_s <= _TREND_SIGNIFICANT * max(level, 1e-9)
-        if broken and settled and steady:
+        # A breach with a queue is saturation, sized from what the replicas finish; a breach
+        # without one at a steady load and a settled fleet means the model promised too much.
+        if broken and settled and steady and waiting <= 0:
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
