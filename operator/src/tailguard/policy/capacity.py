@@ -66,6 +66,12 @@ def implied_base(batch: float, step_s: float) -> float:
     return step_s / (1.0 + (PRIOR_RATIO - 1.0) * max(0.0, batch) / PRIOR_BATCH)
 
 
+def anchored_model(batch: float, step_s: float) -> StepModel:
+    """The prior curve's shape through one (batch, step) pair."""
+    alpha = implied_base(batch, step_s)
+    return StepModel(alpha, alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH, fitted=False)
+
+
 def step_model(fit: Fit, floor_s: float | None) -> StepModel | None:
     """The step-time line from the sums and the base step, or ``None`` before any pair was seen."""
     w, sn, snn, _st, snt = fit

@@ -22,7 +22,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from tailguard.policy.capacity import Capacity, StepModel, capacity, implied_base, step_model, update_fit
+from tailguard.policy.capacity import (
+    Capacity,
+    StepModel,
+    anchored_model,
+    capacity,
+    implied_base,
+    step_model,
+    update_fit,
+)
 from tailguard.policy.signals import Derived, breach, check, derive, finite, is_idle
 from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
 
@@ -113,11 +121,6 @@ def decide(
         if derived.fit_material:
             fit = update_fit(fit, derived.batch, derived.step_s, elapsed)
             floor = base if floor is None else min(floor, base)
-        elif floor is None or base < floor:
-            # Without the latency mean the step is running ÷ token rate, which moves with the
-            # running gauge: good enough for a base step, not for a slope.
-            floor = base
-            fit = update_fit((0.0, 0.0, 0.0, 0.0, 0.0), derived.batch, derived.step_s, 0.0)
     out_tokens = state.output_tokens
     if derived.output_tokens is not None:
         out_tokens = _ewma(out_tokens, derived.output_tokens, 0.2)
@@ -171,6 +174,11 @@ def decide(
     level = max(0.0, level)
 
     model = step_model(fit, floor)
+    if not derived.fit_material and derived.batch is not None and derived.step_s is not None:
+        # Without the latency mean the step is running ÷ token rate, which moves with the running
+        # gauge by construction: no slope can be learned from it. Use the prior curve's shape
+        # through this observation instead, so the capacity is anchored at what is served now.
+        model = anchored_model(derived.batch, derived.step_s)
     cap = _capacity(config, model, out_tokens, obs.max_batch, offset, derived, tpot_ok)
     scale = state.capacity_scale
     if cap is not None and derived.per_replica_rate is not None and not idle:
