@@ -224,33 +224,3 @@ def test_operator_killed_after_scaling_resumes_without_repeating(
     messages = [e["message"] for e in events(kube, namespace, "Scaled")]
     transitions = [m.split(":")[0] for m in messages]
     assert transitions.count(first.split(":")[0]) == 1, messages
-
-
-def test_tpot_broken_while_ttft_is_fine_lowers_max_batch_in_one_rollout(
-    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
-) -> None:
-    manifest = service(
-        namespace,
-        minReplicas=1,
-        maxReplicas=1,
-        maxBatch={"min": 16, "max": 256, "minChangeIntervalSeconds": 60},
-    )
-    manifest["spec"]["engine"]["maxNumSeqs"] = 256
-    manifest["spec"]["slo"] = {"ttftP99Ms": 5000, "tpotP99Ms": 25, "goodputTarget": 0.9}
-    fleet.set_rate(NAME, 30)
-    kube.apply(manifest)
-    wait_condition(kube, namespace, "MetricsAvailable", "True", timeout=60)
-    # Phase: one replica, a big batch: decode slows past the TPOT SLO while TTFT stays inside its own.
-    changed = wait_for("a max-batch change", lambda: events(kube, namespace, "MaxBatchChanged"), timeout=120)
-    assert changed[0]["message"].startswith("max batch 256→")
-    new_batch = int(changed[0]["message"].split("→")[1].split(":")[0])
-    assert new_batch < 256
-
-    def rolled() -> bool:
-        dep = kube.get("apps/v1", "Deployment", NAME, namespace) or {}
-        args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
-        return args[args.index("--max-num-seqs") + 1] == str(new_batch)
-
-    wait_for("the Deployment's pod template to carry the new max batch", rolled, timeout=30)
-    time.sleep(2 * INTERVAL_S)
-    assert len(events(kube, namespace, "MaxBatchChanged")) == 1, "one change, then the rate limit holds"
