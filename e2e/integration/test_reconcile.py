@@ -25,6 +25,8 @@ DEPLOYMENT = ("apps/v1", "Deployment")
 SERVICE = ("v1", "Service")
 SERVICE_LABEL = "tailguard.dev/inference-service"
 GPU = "nvidia.com/gpu"
+#: The operator refreshes a service's status on its resync (about every 30 s for pod-only changes).
+STATUS_TIMEOUT = 90
 
 
 def _prepare_dependencies(kube: Kube, namespace: str, manifest: dict[str, Any]) -> None:
@@ -206,7 +208,7 @@ def test_pods_land_on_fake_gpu_nodes_and_status_follows(
     status = wait_for(
         "status.readyReplicas == 3 and Ready=True",
         status_caught_up,
-        timeout=60,
+        timeout=STATUS_TIMEOUT,
         details=lambda: json.dumps(_status(kube, namespace, name), indent=2),
     )
     assert status["ready"] == "3/3"
@@ -245,7 +247,7 @@ def test_more_gpus_than_the_cluster_has_leaves_pods_pending_and_says_so(
     status = wait_for(
         f"Ready=False reason=Unschedulable with {replicas} replicas of {per_node} GPUs on {nodes} nodes",
         reports_unschedulable,
-        timeout=60,
+        timeout=STATUS_TIMEOUT,
         details=lambda: (
             json.dumps(_status(kube, namespace, name), indent=2) + "\n" + kube.describe_namespace(namespace)
         ),
@@ -277,7 +279,7 @@ def test_kubectl_scale_in_mode_off_resizes_the_deployment(
     wait_for(
         "status.readyReplicas == 2",
         lambda: _status(kube, namespace, name).get("readyReplicas") == 2,
-        timeout=60,
+        timeout=STATUS_TIMEOUT,
         details=lambda: json.dumps(_status(kube, namespace, name), indent=2),
     )
     scale = kube.kubectl_json("get", f"inferenceservice/{name}", "--subresource=scale", namespace=namespace)
@@ -369,6 +371,6 @@ def test_restarted_operator_duplicates_nothing(
     wait_for(
         "status.readyReplicas == 2 after the restart",
         lambda: _status(kube, namespace, name).get("readyReplicas") == 2,
-        timeout=60,
+        timeout=STATUS_TIMEOUT,
         details=lambda: json.dumps(_status(kube, namespace, name), indent=2),
     )

@@ -31,8 +31,8 @@ class Kube:
 
         self.kubeconfig = kubeconfig
         self.kubectl_path = kubectl
-        self.api_client = config.new_client_from_config(config_file=str(kubeconfig))
-        self.dynamic = dynamic.DynamicClient(self.api_client)
+        self.api_client = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        self.dynamic = dynamic.DynamicClient(self.api_client)  # type: ignore[no-untyped-call]
 
     # dynamic API -----------------------------------------------------------------------------------
     def resource(self, api_version: str, kind: str) -> Any:

@@ -344,7 +344,7 @@ class InProcessOperator:
             await run_async(self._args(), stop=self._stop)
 
         try:
-            config.load_kube_config(config_file=str(self.identity.kubeconfig))
+            config.load_kube_config(config_file=str(self.identity.kubeconfig))  # type: ignore[no-untyped-call]
             asyncio.run(run())
         except BaseException as exc:  # reported by assert_running / stop
             self._error = exc

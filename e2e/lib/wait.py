@@ -15,7 +15,7 @@ class WaitTimeoutError(AssertionError):
 
 def wait_for(
     what: str,
-    probe: Callable[[], T],
+    probe: Callable[[], T | None],
     *,
     timeout: float = 30.0,
     interval: float = 0.5,
