@@ -50,6 +50,9 @@ KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 #: Label every fake node carries; tests select on it.
 FAKE_NODE_LABEL = ("tailguard.dev/fake-node", "true")
 
+#: Tries at starting with freshly picked ports when one was taken in between.
+PORT_ATTEMPTS = 3
+
 #: Component start order; down stops them in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -449,6 +452,18 @@ class Cluster:
             self._log("found a partial cluster; stopping it first")
             self.down(quiet=True)
 
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start(pool, timeout=timeout, die_with_parent=die_with_parent)
+            except ClusterError as exc:
+                # Ports are picked free, then bound by the components a moment later; another
+                # cluster starting at the same time can take one in between. Pick again.
+                if "address already in use" not in str(exc) or attempt == PORT_ATTEMPTS:
+                    raise
+                self._log(f"a port was taken while starting (attempt {attempt}); retrying with new ports")
+        raise AssertionError("unreachable")
+
+    def _start(self, pool: NodePool, *, timeout: float, die_with_parent: bool) -> State:
         started = time.monotonic()
         tools = tools_mod.locate()
         for d in (self.logs_dir, self.run_dir):

@@ -211,8 +211,9 @@ def _run_logged(cmd: Sequence[str], cwd: Path, log: Path, what: str, progress: P
 
         def heartbeat() -> None:
             while not done.wait(30):
+                # `go build -v` prints each package as it is compiled: one line, one package.
                 lines = len(log.read_text(errors="replace").splitlines())
-                progress(f"{what}: {time.monotonic() - started:.0f}s, {lines} log lines ({log})")
+                progress(f"{what}: {time.monotonic() - started:.0f}s, ~{lines} packages so far ({log})")
 
         t = threading.Thread(target=heartbeat, daemon=True)
         t.start()
