@@ -324,7 +324,10 @@ def test_resync_reverts_a_hand_edit_from_the_inventory_without_reads() -> None:
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:latest"
     harness.cluster.add(deployment)
     harness.inventory.put_deployment(deployment)
-    harness.run(NOW)
+    harness.run(NOW)  # the edit was seen by the watch: resynced at once
+    reverted = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert reverted is not None
+    harness.inventory.put_deployment(reverted)  # the watch delivers the reverted object
     harness.run(NOW + 31)
     live = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
     assert live is not None
@@ -345,3 +348,16 @@ def test_steady_cycles_write_nothing() -> None:
         harness.refresh(f"svc-{i}")
     # Same figures 15 s later: nothing changed that a reader needs, so nothing is written.
     assert harness.run(NOW + 15).writes == 0
+
+
+def test_a_pod_change_reaches_status_at_the_next_tick() -> None:
+    harness = Harness(FakePrometheus())
+    harness.add(autoscaling={"mode": "Off"}, ready=0)
+    harness.run(NOW)
+    harness.inventory.put_pod(_ready_pod("chat-0"))
+    deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert deployment is not None
+    deployment["status"] = {"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1}
+    harness.inventory.put_deployment(deployment)
+    harness.run(NOW + 1)
+    assert harness.status()["readyReplicas"] == 1

@@ -43,6 +43,7 @@ class Inventory:
         self._services: dict[Key, Manifest] = {}
         self._deployments: dict[Key, Manifest] = {}
         self._pods: dict[Key, dict[str, Manifest]] = {}
+        self._dirty: set[Key] = set()
 
     def put_service(self, body: Manifest) -> None:
         self._services[_key(body)] = copy.deepcopy(body)
@@ -54,21 +55,34 @@ class Inventory:
         owner = _owner(body)
         if owner is not None:
             self._deployments[owner] = copy.deepcopy(body)
+            self._dirty.add(owner)
 
     def drop_deployment(self, body: Manifest) -> None:
         owner = _owner(body)
         if owner is not None:
             self._deployments.pop(owner, None)
+            self._dirty.add(owner)
 
     def put_pod(self, body: Manifest) -> None:
         owner = _owner(body)
         if owner is not None:
             self._pods.setdefault(owner, {})[_key(body)[1]] = copy.deepcopy(body)
+            self._dirty.add(owner)
 
     def drop_pod(self, body: Manifest) -> None:
         owner = _owner(body)
         if owner is not None:
             self._pods.get(owner, {}).pop(_key(body)[1], None)
+            self._dirty.add(owner)
+
+    def take_changed(self) -> set[Key]:
+        """Services whose Deployment or pods changed since the last call (and forget them)."""
+        changed, self._dirty = self._dirty, set()
+        return changed
+
+    def mark_changed(self, keys: set[Key]) -> None:
+        """Keep services marked for the next :meth:`take_changed`."""
+        self._dirty |= keys
 
     def keys(self) -> list[Key]:
         """Every known InferenceService, sorted."""

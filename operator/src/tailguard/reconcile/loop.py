@@ -104,6 +104,9 @@ class ControlLoop:
         due: list[Key] = []
         resync: list[Key] = []
         keys = self.inventory.keys()
+        # Pods or a Deployment that changed are reflected in status at the next tick, not the next
+        # periodic resync; a service deciding this tick keeps its mark for the next one.
+        changed = self.inventory.take_changed()
         self.telemetry.services.set(len(keys))
         for key in keys:
             view = self.inventory.view(key)
@@ -114,8 +117,10 @@ class ControlLoop:
                 key, float(autoscaling.get("intervalSeconds", 15)), now
             ):
                 due.append(key)
-            elif now - self._resynced_at.setdefault(key, now) >= RESYNC_INTERVAL_S:
+            elif key in changed or now - self._resynced_at.setdefault(key, now) >= RESYNC_INTERVAL_S:
                 resync.append(key)  # not in the same tick as a decision: both write status
+                changed.discard(key)
+        self.inventory.mark_changed(changed & set(keys))
         self._forget_gone(set(keys))
         report.services = len(keys)
         if not due and not resync:
