@@ -110,3 +110,29 @@ def test_every_profile_serves_a_small_load(name: str) -> None:
         engine.add_request(i, i * 0.5, 300, 100)
     engine.run_until_idle()
     assert engine.requests_finished == 20
+
+
+def test_exposition_speaks_vllms_metric_names() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tailguard.sim.exposition import render
+
+    engine = Engine(H100)
+    for i in range(5):
+        engine.add_request(i, 0.0, 100, 20)
+    engine.run_until_idle()
+    text = render(engine.snapshot(), model_name="chat")
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert "vllm:time_to_first_token_seconds" in families
+    assert "vllm:num_requests_running" in families
+    samples = [s for f in families.values() for s in f.samples]
+    stop = [
+        s.value
+        for s in samples
+        if s.name == "vllm:request_success_total" and s.labels["finished_reason"] == "stop"
+    ]
+    assert stop == [5]
+    ttft = families["vllm:time_to_first_token_seconds"]
+    count = next(s.value for s in ttft.samples if s.name.endswith("_count"))
+    assert count == 5
+    assert all(s.labels["model_name"] == "chat" for s in ttft.samples)
