@@ -1,4 +1,4 @@
-"""The ``tailguard`` command: render manifests, write the CRD, run the operator."""
+"""The ``tailguard`` command: render manifests, write the CRD, run the operator, simulate, serve a fleet."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ def _run(args: argparse.Namespace) -> int:
     return run_operator(args)
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from tailguard.sim import cli as sim_cli
+
+    code: int = sim_cli.run(args)
+    return code
+
+
 def _fleet(args: argparse.Namespace) -> int:
     from tailguard.fleet import server
 
@@ -80,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_arguments(run)
     run.set_defaults(func=_run)
+
+    simulate = sub.add_parser(
+        "simulate", help="replay a trace through tailguard and its peers in the simulator"
+    )
+    from tailguard.sim.cli import add_arguments as add_simulate_arguments
+
+    add_simulate_arguments(simulate)
+    simulate.set_defaults(func=_simulate)
 
     fleet = sub.add_parser("fleet", help="simulate vLLM behind a test cluster's pods and serve their metrics")
     from tailguard.fleet.server import add_arguments as add_fleet_arguments

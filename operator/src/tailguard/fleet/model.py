@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tailguard.fleet.exposition import render_metrics
 from tailguard.sim.engine import Engine
+from tailguard.sim.exposition import render
 from tailguard.sim.profiles import EngineProfile
 from tailguard.sim.synthetic import SHAREGPT, TokenMix
 
@@ -113,7 +113,7 @@ class Fleet:
         replica = self._replicas.get((namespace, pod))
         if replica is None:
             return None
-        return render_metrics(replica.engine.snapshot(), model_name=replica.info.model_name)
+        return render(replica.engine.snapshot(), model_name=replica.info.model_name)
 
     def scrape_targets(self, address: str) -> list[dict[str, object]]:
         """Prometheus file service-discovery entries, one per pod, labelled as the PodMonitor does."""

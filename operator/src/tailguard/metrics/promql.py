@@ -24,6 +24,7 @@ class Signal(StrEnum):
     WAITING = "waiting"
     KV_CACHE_USAGE = "kv_cache_usage"
     PREEMPTION_RATE = "preemption_rate"
+    ITL_MEAN = "itl_mean"
     REPORTING_PODS = "reporting_pods"
     LAST_SAMPLE = "last_sample"
 
@@ -88,6 +89,15 @@ def kv_cache_usage(scope: QueryScope) -> str:
     return f"avg by ({scope.group}) ({scope.selector(names)})"
 
 
+def histogram_mean(scope: QueryScope, family: VllmMetric) -> str:
+    """Per-service mean of a histogram over the window: rate of its sum over rate of its count."""
+    window = f"[{scope.rate_window}]"
+    return (
+        f"sum by ({scope.group}) (rate({family.value}_sum{scope.selector()}{window})) / "
+        f"sum by ({scope.group}) (rate({family.value}_count{scope.selector()}{window}))"
+    )
+
+
 def reporting_pods(scope: QueryScope) -> str:
     """How many engine series report per service (a pod that stopped reporting shows here)."""
     return f"count by ({scope.group}) ({VllmMetric.RUNNING.value}{scope.selector()})"
@@ -110,6 +120,7 @@ def all_queries(scope: QueryScope) -> dict[Signal, str]:
         Signal.WAITING: gauge_sum(scope, VllmMetric.WAITING),
         Signal.KV_CACHE_USAGE: kv_cache_usage(scope),
         Signal.PREEMPTION_RATE: counter_rate(scope, VllmMetric.PREEMPTIONS),
+        Signal.ITL_MEAN: histogram_mean(scope, VllmMetric.INTER_TOKEN_LATENCY),
         Signal.REPORTING_PODS: reporting_pods(scope),
         Signal.LAST_SAMPLE: last_sample(scope),
     }

@@ -60,6 +60,8 @@ class ServiceSignals:
     waiting: float | None = None
     kv_cache_usage: float | None = None
     preemption_rate: float | None = None
+    #: Mean inter-token latency (one engine step, as a decoding request sees it), seconds.
+    itl_mean_s: float | None = None
     reporting_pods: int = 0
     sample_time: float | None = None
     errors: tuple[str, ...] = ()
@@ -126,6 +128,7 @@ def signals_for(
         waiting=_value(cycle, Signal.WAITING, key),
         kv_cache_usage=_value(cycle, Signal.KV_CACHE_USAGE, key),
         preemption_rate=_value(cycle, Signal.PREEMPTION_RATE, key),
+        itl_mean_s=_value(cycle, Signal.ITL_MEAN, key),
         reporting_pods=int(pods) if pods is not None else 0,
         sample_time=_value(cycle, Signal.LAST_SAMPLE, key),
         errors=tuple(f"{s}: {e}" for s, e in sorted(cycle.errors.items())),

@@ -95,6 +95,7 @@ def observation(inp: AutoscaleInput, replicas: int, batch: int) -> policy.Observ
         waiting=s.waiting,
         kv_cache_usage=s.kv_cache_usage,
         preemption_rate=s.preemption_rate,
+        itl_mean_s=s.itl_mean_s,
         reporting_pods=s.reporting_pods if inp.metrics_ok else None,
         ready_replicas=w.ready,
         starting_replicas=w.starting,
