@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
 #: (seconds from start, requests per second): steady, a burst of about 4x, then a fall.
-PROFILE = [(0, 10.0), (60, 45.0), (160, 4.0), (260, 4.0)]
+PROFILE = [(0, 10.0), (60, 45.0), (160, 4.0), (330, 4.0)]
 
 
 def rate_at(t: float) -> float:
@@ -39,20 +39,44 @@ def rate_at(t: float) -> float:
     return current
 
 
-def row(kube: Kube, namespace: str, name: str, t: float, rate: float) -> dict[str, Any]:
+def live_figures(metrics_url: str, namespace: str, name: str) -> dict[str, float]:
+    """The operator's own per-service gauges, refreshed every cycle (status refreshes once a minute)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        text = urllib.request.urlopen(metrics_url, timeout=3).read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("namespace") == namespace and sample.labels.get("inference_service") == name:
+                out[sample.name] = sample.value
+    return out
+
+
+def row(kube: Kube, namespace: str, name: str, t: float, rate: float, metrics_url: str) -> dict[str, Any]:
     obj = kube.get(*ISVC, name, namespace) or {}
     status = obj.get("status") or {}
-    observed = status.get("observed") or {}
     decision = status.get("lastDecision") or {}
+    live = live_figures(metrics_url, namespace, name)
+
+    def ms(key: str) -> float | None:
+        value = live.get(key)
+        return round(value * 1000.0, 1) if value is not None and value == value else None
+
+    goodput = live.get("tailguard_goodput_ratio")
     return {
         "t": round(t),
         "load_rps": rate,
         "ready": status.get("readyReplicas", 0),
-        "desired": status.get("desiredReplicas", 0),
+        "desired": int(live.get("tailguard_desired_replicas", status.get("desiredReplicas", 0))),
         "max_batch": status.get("maxNumSeqs"),
-        "p99_ttft_ms": observed.get("p99TtftMs"),
+        "p99_ttft_ms": ms("tailguard_p99_ttft_seconds"),
         "slo_ms": (obj.get("spec") or {}).get("slo", {}).get("ttftP99Ms"),
-        "goodput": observed.get("goodput"),
+        "goodput": goodput if goodput is not None and goodput == goodput else None,
         "decision": decision.get("message", ""),
     }
 
@@ -159,7 +183,7 @@ def main() -> int:
             rate = rate_at(t)
             with fleet.lock:
                 fleet.fleet.set_rate(namespace, name, rate)
-            r = row(kube, namespace, name, t, rate)
+            r = row(kube, namespace, name, t, rate, operator.metrics_url)
             rows.append(r)
             print_row(r)
             time.sleep(args.every)
