@@ -10,19 +10,16 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from cluster import control_plane, tools
 from cluster.prometheus import Prometheus
+from lib.fleet import scrape_configs, start_fleet
 from lib.kube import Kube, load_yaml_documents
 from lib.operator import OperatorProcess, provision_identity
 from lib.wait import wait_for
-from tailguard.fleet.model import Fleet
-from tailguard.fleet.server import FleetServer
-from tailguard.sim.profiles import get_profile
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -145,26 +142,9 @@ def main() -> int:
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
 
     print("== starting the simulated vLLM fleet and Prometheus ==", flush=True)
-    from kubernetes import client, config
-
-    core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
-
-    def list_pods() -> list[dict[str, Any]]:
-        pods = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/managed-by=tailguard")
-        items: list[dict[str, Any]] = core.api_client.sanitize_for_serialization(pods).get("items", [])
-        return items
-
-    fleet = FleetServer(
-        Fleet(get_profile("h100-llama3-8b"), seed=3), host="127.0.0.1", port=0, sd_file=out / "targets.json",
-        list_pods=list_pods,
-    )  # fmt: skip
-    threading.Thread(target=fleet.serve, daemon=True).start()
+    fleet, _ = start_fleet(cluster.kubeconfig, namespace, out / "targets.json", seed=3)
     prom = Prometheus(out / "prometheus")
-    prom.start(
-        [{"job_name": "vllm", "scrape_interval": "1s", "scrape_timeout": "1s",
-          "file_sd_configs": [{"files": [str(fleet.sd_file)], "refresh_interval": "1s"}]}],
-        interval="1s", die_with_parent=True,
-    )  # fmt: skip
+    prom.start(scrape_configs(fleet.sd_file), interval="1s", die_with_parent=True)
 
     print("== starting the operator as its own ServiceAccount ==", flush=True)
     identity = provision_identity(kube, out / "identity")

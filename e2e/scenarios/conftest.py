@@ -18,12 +18,11 @@ import pytest
 
 from cluster.prometheus import Prometheus
 from lib import testbed as testbed_mod
+from lib.fleet import scrape_configs, start_fleet
 from lib.kube import Kube
 from lib.operator import Identity, OperatorProcess
 from lib.wait import wait_for
-from tailguard.fleet.model import Fleet
 from tailguard.fleet.server import FleetServer
-from tailguard.sim.profiles import get_profile
 
 ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
 RATE_WINDOW = "10s"
@@ -48,24 +47,7 @@ class FleetHandle:
 @pytest.fixture
 def fleet(testbed: testbed_mod.Testbed, namespace: str, tmp_path: Path) -> Iterator[FleetHandle]:
     """Simulated vLLM engines behind the namespace's Ready pods (8B on H100 profile)."""
-    from kubernetes import client, config
-
-    api = client.CoreV1Api(config.new_client_from_config(str(testbed.kubeconfig)))
-
-    def list_pods() -> list[dict[str, Any]]:
-        pods = api.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/managed-by=tailguard")
-        items: list[dict[str, Any]] = api.api_client.sanitize_for_serialization(pods).get("items", [])
-        return items
-
-    server = FleetServer(
-        Fleet(get_profile("h100-llama3-8b"), seed=11),
-        host="127.0.0.1",
-        port=0,
-        sd_file=tmp_path / "fleet-targets.json",
-        list_pods=list_pods,
-    )
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
+    server, thread = start_fleet(testbed.kubeconfig, namespace, tmp_path / "fleet-targets.json", seed=11)
     yield FleetHandle(server, namespace)
     server.stop.set()
     thread.join(timeout=10)
@@ -75,15 +57,7 @@ def fleet(testbed: testbed_mod.Testbed, namespace: str, tmp_path: Path) -> Itera
 def prometheus(fleet: FleetHandle, tmp_path: Path) -> Iterator[Prometheus]:
     """A real Prometheus scraping the fleet every second through file discovery."""
     prom = Prometheus(tmp_path / "prometheus")
-    scrape = [
-        {
-            "job_name": "vllm",
-            "scrape_interval": "1s",
-            "scrape_timeout": "1s",
-            "file_sd_configs": [{"files": [str(fleet.server.sd_file)], "refresh_interval": "1s"}],
-        }
-    ]
-    prom.start(scrape, interval="1s", die_with_parent=True)
+    prom.start(scrape_configs(fleet.server.sd_file), interval="1s", die_with_parent=True)
     yield prom
     prom.stop()
 
