@@ -361,3 +361,15 @@ def test_a_pod_change_reaches_status_at_the_next_tick() -> None:
     harness.inventory.put_deployment(deployment)
     harness.run(NOW + 1)
     assert harness.status()["readyReplicas"] == 1
+
+
+def test_after_a_breach_scale_down_waits_for_the_declared_window_only() -> None:
+    from tailguard.api import parse_inference_service
+    from tailguard.reconcile.autoscale import policy_config
+    from tg_testing import manifest
+
+    config = policy_config(
+        parse_inference_service(manifest(autoscaling={"scaleDownStabilizationSeconds": 30}))
+    )
+    assert config.scale_down_stabilization_s == 30
+    assert config.burst_hold_s == 30

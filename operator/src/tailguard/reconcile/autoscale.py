@@ -61,6 +61,8 @@ def policy_config(isvc: InferenceService) -> policy.PolicyConfig:
         goodput_target=spec.slo.goodput_target,
         interval_s=float(spec.autoscaling.interval_seconds),
         scale_down_stabilization_s=float(spec.autoscaling.scale_down_stabilization_seconds),
+        # Burst memory stays off: after a breach, scale-down waits for the declared window only.
+        burst_hold_s=float(spec.autoscaling.scale_down_stabilization_seconds),
         max_batch_min=spec.autoscaling.max_batch.min,
         max_batch_max=spec.autoscaling.max_batch.max,
         max_batch_tuning=spec.autoscaling.max_batch.enabled,
