@@ -1,8 +1,10 @@
 """Fixtures for the engine tier (marker ``engine``): a real vLLM CPU server, a real Prometheus.
 
-Without the cached engine env (``make engine-env``) or a ``prometheus`` binary the tests are skipped
-with the reason; ``TAILGUARD_REQUIRE_ENGINE=1`` (set by ``make test-engine``) turns that into a
-failure. Nothing here installs anything.
+The tier is opt-in: it takes minutes and wants a quiet machine, so a plain ``pytest`` (``make test``)
+skips it with the reason even when the engine env is cached. It runs with ``make test-engine``
+(``TAILGUARD_REQUIRE_ENGINE=1``: a missing engine env or ``prometheus`` is then a failure), or with
+``TAILGUARD_ENGINE=1`` or ``-m engine`` (then a missing env is a skip, with the reason). Nothing here
+installs anything.
 
 Each load run starts its own server on loopback, lets Prometheus scrape it (1 s interval) with the
 labels tailguard's scrape configuration adds (``namespace``, ``inference_service``), drives a bounded
@@ -25,9 +27,10 @@ import pytest
 from cluster.prometheus import Prometheus
 from engine import env as engine_env
 from engine import tiny_model
-from engine.runs import LARGE_BATCH, SMALL_BATCH, EngineRun, run_engine
+from engine.runs import LARGE_BATCH, RUNS, SMALL_BATCH, EngineRun, run_engine
 
 REQUIRE_ENV: Final = "TAILGUARD_REQUIRE_ENGINE"
+OPT_IN_ENV: Final = "TAILGUARD_ENGINE"
 
 
 def unavailable_reason() -> str | None:
@@ -37,16 +40,33 @@ def unavailable_reason() -> str | None:
     return reason
 
 
+def _asked_for(config: pytest.Config) -> bool:
+    markexpr = str(config.getoption("markexpr", "") or "")
+    return bool(os.environ.get(OPT_IN_ENV)) or ("engine" in markexpr and "not engine" not in markexpr)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     engine_items = [i for i in items if i.get_closest_marker("engine")]
-    if not engine_items:
-        return
-    reason = unavailable_reason()
-    if reason is None or os.environ.get(REQUIRE_ENV):
+    if not engine_items or os.environ.get(REQUIRE_ENV):
         return  # with TAILGUARD_REQUIRE_ENGINE the session fixture fails with the reason instead
-    skip = pytest.mark.skip(reason=f"{reason} ({REQUIRE_ENV}=1 turns this skip into a failure)")
+    reason = unavailable_reason()
+    if reason is None and _asked_for(config):
+        return
+    if reason is None:
+        reason = f"the engine tier runs only when asked: `make test-engine`, {OPT_IN_ENV}=1 or -m engine"
+    else:
+        reason += f" ({REQUIRE_ENV}=1 turns this skip into a failure)"
+    skip = pytest.mark.skip(reason=reason)
     for item in engine_items:
         item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Each load run's figures (client percentiles, server start time, load average), for the record."""
+    if RUNS:
+        terminalreporter.section("engine runs")
+        for run in RUNS:
+            terminalreporter.write_line(f"{run.service}: {run.describe()}")
 
 
 # -------------------------------------------------------------------------------------------------

@@ -146,7 +146,7 @@ def unavailable_reason() -> str | None:
     if not (venv / COMPLETE).exists():
         return (
             f"the vLLM CPU engine env is not installed at {venv} "
-            "(`make engine-env` installs it, several minutes and ~10 GB; `make test-engine` does both)"
+            "(`make engine-env` installs it, several minutes and ~6 GB; `make test-engine` does both)"
         )
     if not python(venv).exists():
         return f"{venv} is marked complete but has no bin/python; `make engine-env-clean engine-env`"

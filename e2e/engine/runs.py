@@ -42,6 +42,8 @@ LOAD_DEADLINE_S: Final = 240
 SERVER_START_TIMEOUT_S: Final = 420
 #: Covers a whole run (scrapes of the idle server before the load included), so rate() sees it all.
 RATE_WINDOW: Final = "10m"
+#: Every run of this session, for the terminal summary.
+RUNS: list[EngineRun] = []
 
 
 @dataclass
@@ -148,7 +150,7 @@ def run_engine(
             ),
         }
         prom.set_targets([])
-        return EngineRun(
+        run = EngineRun(
             max_num_seqs=max_num_seqs,
             service=service,
             started_s=server.started_s or float("nan"),
@@ -161,6 +163,8 @@ def run_engine(
             log_file=server.log_file,
             prometheus_url=prom.url,
         )
+        RUNS.append(run)
+        return run
 
 
 def _wait_idle_scrapes(prom: Prometheus, selector: str, scrapes: int = 3, timeout: float = 60) -> None:
