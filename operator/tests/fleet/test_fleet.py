@@ -13,6 +13,7 @@ from tailguard.contract.vllm import TTFT_BUCKETS_S
 from tailguard.fleet.model import Fleet, PodInfo
 from tailguard.fleet.server import FleetServer, pod_info
 from tailguard.sim.profiles import get_profile
+from tailguard.sim.synthetic import DECODE_HEAVY
 
 
 def _pod(name: str, *, ready: bool = True, batch: int = 256) -> PodInfo:
@@ -59,6 +60,24 @@ def test_load_is_spread_evenly_over_ready_pods() -> None:
     # Arrivals alternate between the pods; finished counts differ only by what is still in flight.
     assert abs(counts[0] - counts[1]) <= 0.02 * max(counts)
     assert fleet.metrics("team-a", "chat-c") is None
+
+
+def test_a_service_can_have_its_own_token_mix() -> None:
+    fleet = _fleet(rate=5.0)
+    fleet.set_rate("team-a", "long", 5.0)
+    fleet.set_mix("team-a", "long", DECODE_HEAVY)
+    fleet.sync_pods([_pod("chat-a"), PodInfo("team-a", "long-a", "long", "long-model", 256, True)])
+    fleet.advance(120.0)
+
+    def mean_output(pod: str) -> float:
+        families = _families(fleet.metrics("team-a", pod) or "")
+        tokens = sum(v for _, _, v in families["vllm:generation_tokens"])
+        requests = sum(v for _, _, v in families["vllm:request_success"])
+        return tokens / requests
+
+    # The default mix (ShareGPT) averages ~180 output tokens; decode-heavy asks for 256 each.
+    assert mean_output("long-a") > 240
+    assert mean_output("chat-a") < 220
 
 
 def test_no_ready_pod_means_dropped_requests() -> None:

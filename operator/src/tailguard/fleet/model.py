@@ -46,6 +46,8 @@ class Fleet:
     seed: int = 0
     start: float = 0.0
     rates: dict[ServiceKey, float] = field(default_factory=dict)
+    #: Token mixes of services that do not use ``mix``.
+    mixes: dict[ServiceKey, TokenMix] = field(default_factory=dict)
     dropped: dict[ServiceKey, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -62,6 +64,10 @@ class Fleet:
     def set_rate(self, namespace: str, service: str, rate: float) -> None:
         """Requests per second sent to one service from now on."""
         self.rates[(namespace, service)] = max(0.0, rate)
+
+    def set_mix(self, namespace: str, service: str, mix: TokenMix) -> None:
+        """Prompt and output lengths of one service's requests from now on (default: ``mix``)."""
+        self.mixes[(namespace, service)] = mix
 
     def sync_pods(self, pods: list[PodInfo]) -> None:
         """Match engines to pods: a Ready pod gets an engine (a restart gets a new one), others lose it."""
@@ -83,6 +89,10 @@ class Fleet:
             k for k, r in self._replicas.items() if (r.info.namespace, r.info.service) == (namespace, service)
         )
 
+    def max_batches(self, namespace: str, service: str) -> set[int]:
+        """The max batch of every engine serving one service (one value once a rollout is done)."""
+        return {self._replicas[key].info.max_num_seqs for key in self.ready_pods(namespace, service)}
+
     def advance(self, now: float) -> None:
         """Generate the arrivals up to ``now``, spread them evenly, and run every engine to ``now``."""
         if now <= self._clock:
@@ -93,7 +103,8 @@ class Fleet:
             if count == 0:
                 continue
             arrivals = np.sort(self._rng.uniform(self._clock, now, count))
-            prompts, outputs = self.mix.sample(self._rng, count)
+            mix = self.mixes.get((namespace, service), self.mix)
+            prompts, outputs = mix.sample(self._rng, count)
             pods = self.ready_pods(namespace, service)
             if not pods:
                 self.dropped[(namespace, service)] = self.dropped.get((namespace, service), 0) + count
