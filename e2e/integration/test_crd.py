@@ -65,8 +65,9 @@ def test_examples_pass_server_side_validation(
         namespace=shared_namespace,
     )
     applied = json.loads(out.stdout)
-    # The structural schema's defaults are filled in by the API server itself.
-    assert applied["spec"]["engine"]["image"].startswith("vllm/vllm-openai:")
+    # The structural schema's defaults are filled in by the API server itself, except the vLLM image:
+    # left unset, so that the operator's default (its --default-vllm-image) applies.
+    assert "image" not in applied["spec"]["engine"]
     assert applied["spec"]["resources"]["gpuResourceName"] == "nvidia.com/gpu"
     assert applied["spec"]["autoscaling"]["intervalSeconds"] == 15
 
@@ -162,6 +163,11 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], tuple[str, ...]]] = [
         ("spec.model.cache.mountPath",),
     ),
     ("unknown-field", _set("spec.engine.maxBatchSize", 64), ('unknown field "spec.engine.maxBatchSize"',)),
+    (
+        "image-with-a-space",
+        _set("spec.engine.image", "vllm/vllm-openai: v1"),
+        ("spec.engine.image", "should match"),
+    ),
     ("name-too-long", _set("metadata.name", "n" * 53), ("metadata.name must be at most 52 characters",)),
 ]
 

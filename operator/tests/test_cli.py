@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tailguard.cli import main
+from tailguard.api import DEFAULT_VLLM_IMAGE
+from tailguard.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,3 +65,50 @@ def test_crds_writes_the_file(tmp_path: Path) -> None:
     assert main(["crds", "--out", str(tmp_path)]) == 0
     crd = yaml.safe_load((tmp_path / "tailguard.dev_inferenceservices.yaml").read_text())
     assert crd["kind"] == "CustomResourceDefinition"
+
+
+def _rendered_image(out: str) -> str:
+    deployment = next(d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment")
+    image: str = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    return image
+
+
+def test_render_takes_the_default_vllm_image_from_a_flag_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = str(REPO / "examples" / "dry-run.yaml")
+    monkeypatch.delenv("TAILGUARD_DEFAULT_VLLM_IMAGE", raising=False)
+    assert main(["render", "-f", example]) == 0
+    assert _rendered_image(capsys.readouterr().out) == DEFAULT_VLLM_IMAGE
+    assert main(["render", "--default-vllm-image", "mirror.example/vllm:v1", "-f", example]) == 0
+    assert _rendered_image(capsys.readouterr().out) == "mirror.example/vllm:v1"
+    monkeypatch.setenv("TAILGUARD_DEFAULT_VLLM_IMAGE", "env.example/vllm:v2")
+    assert main(["render", "-f", example]) == 0
+    assert _rendered_image(capsys.readouterr().out) == "env.example/vllm:v2"
+
+
+def test_run_takes_the_default_vllm_image_from_a_flag_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TAILGUARD_DEFAULT_VLLM_IMAGE", raising=False)
+    assert build_parser().parse_args(["run"]).default_vllm_image == DEFAULT_VLLM_IMAGE
+    flag = build_parser().parse_args(["run", "--default-vllm-image=mirror.example/vllm:v1"])
+    assert flag.default_vllm_image == "mirror.example/vllm:v1"
+    monkeypatch.setenv("TAILGUARD_DEFAULT_VLLM_IMAGE", "env.example/vllm:v2")
+    assert build_parser().parse_args(["run"]).default_vllm_image == "env.example/vllm:v2"
+
+
+@pytest.mark.parametrize("bad", ["", "vllm/vllm-openai: v1", "a\tb"], ids=["empty", "space", "tab"])
+def test_a_malformed_default_vllm_image_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    monkeypatch.delenv("TAILGUARD_DEFAULT_VLLM_IMAGE", raising=False)
+    with pytest.raises(SystemExit) as flag:
+        build_parser().parse_args(["run", f"--default-vllm-image={bad}"])
+    assert flag.value.code == 2
+    assert "--default-vllm-image" in capsys.readouterr().err
+    monkeypatch.setenv("TAILGUARD_DEFAULT_VLLM_IMAGE", bad)
+    with pytest.raises(SystemExit) as env:
+        build_parser().parse_args(["run"])
+    assert env.value.code == 2
+    assert "not an image reference" in capsys.readouterr().err

@@ -22,7 +22,11 @@ def _render(args: argparse.Namespace) -> int:
     except ManifestError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    objects = [obj for isvc in services for obj in render_all(isvc, with_pod_monitor=args.pod_monitor)]
+    objects = [
+        obj
+        for isvc in services
+        for obj in render_all(isvc, with_pod_monitor=args.pod_monitor, default_image=args.default_vllm_image)
+    ]
     sys.stdout.write(dump_yaml(objects))
     return 0
 
@@ -76,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="leave out the PodMonitor (clusters without the Prometheus Operator)",
     )
+    from tailguard.handlers.options import add_default_image_argument
+
+    add_default_image_argument(render)
     render.set_defaults(func=_render)
 
     crds = sub.add_parser("crds", help="print the CustomResourceDefinition (or write it to --out)")

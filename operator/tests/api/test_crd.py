@@ -85,6 +85,15 @@ def test_bounds_and_enums_reach_the_schema() -> None:
     assert spec["autoscaling"]["default"] == {}, "nested defaults apply only under an object default"
 
 
+def test_engine_image_has_no_schema_default() -> None:
+    """A schema default would be written into every stored object and shadow the operator's default."""
+    engine = _version()["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["engine"]
+    image = engine["properties"]["image"]
+    assert "default" not in image
+    assert "image" not in engine.get("required", [])
+    assert image["pattern"] == r"^\S+$"
+
+
 def test_printer_columns_cover_mode_ready_batch_ttft_goodput_age() -> None:
     names = [c["name"] for c in _version()["additionalPrinterColumns"]]
     assert names[:7] == ["Mode", "Ready", "Max-Batch", "P99-TTFT-ms", "SLO-ms", "Goodput", "Age"]

@@ -15,7 +15,7 @@ def test_defaults_suit_an_8b_model_on_one_h100() -> None:
     assert isvc.spec.resources.gpus == 1
     assert isvc.spec.engine.tensor_parallel_size == 1
     assert isvc.spec.engine.max_num_batched_tokens == 8192
-    assert isvc.spec.engine.image.startswith("vllm/vllm-openai:v")
+    assert isvc.spec.engine.image is None, "unset: the operator's default image applies"
     assert isvc.spec.autoscaling.mode is AutoscalingMode.AUTO
     assert isvc.spec.slo.ttft_p99_ms == 500
     assert isvc.spec.slo.tpot_p99_ms is None
@@ -40,6 +40,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("token budget below max batch", {"engine": {"maxNumBatchedTokens": 256}}, "engine.maxNumBatchedTokens"),
     ("bad memory quantity", {"resources": {"memory": "lots"}}, "spec.resources.memory"),
     ("interval too short", {"autoscaling": {"intervalSeconds": 1}}, "spec.autoscaling.intervalSeconds"),
+    ("empty image", {"engine": {"image": ""}}, "spec.engine.image"),
+    ("image with a space", {"engine": {"image": "vllm/vllm-openai: v1"}}, "spec.engine.image"),
 ]
 
 

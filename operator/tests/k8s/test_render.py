@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 
-from tailguard.api import parse_inference_service
-from tailguard.k8s.render import render_all, render_deployment, render_pod_monitor, render_service
+from tailguard.api import DEFAULT_VLLM_IMAGE, parse_inference_service
+from tailguard.k8s.render import (
+    render_all,
+    render_deployment,
+    render_pod_monitor,
+    render_service,
+    vllm_image,
+)
 from tailguard.manifests import load_inference_services
 from tg_testing import manifest
 
@@ -215,3 +221,26 @@ def test_examples_render(example: str) -> None:
     for isvc in load_inference_services(REPO / "examples" / example):
         kinds = [o["kind"] for o in render_all(isvc)]
         assert kinds == ["Deployment", "Service", "PodMonitor"]
+
+
+MIRROR = "registry.internal/mirror/vllm-openai:v0.33.0"
+
+
+def test_an_unset_image_is_the_built_in_default() -> None:
+    isvc = parse_inference_service(manifest())
+    assert _container(render_all(isvc)[0])["image"] == DEFAULT_VLLM_IMAGE
+    assert vllm_image(isvc) == DEFAULT_VLLM_IMAGE
+
+
+def test_an_unset_image_is_the_operator_default() -> None:
+    isvc = parse_inference_service(manifest())
+    deployment = render_all(isvc, default_image=MIRROR)[0]
+    assert _container(deployment)["image"] == MIRROR
+    direct = render_deployment(isvc, replicas=1, max_num_seqs=256, default_image=MIRROR)
+    assert _container(direct)["image"] == MIRROR
+
+
+def test_an_image_in_the_spec_wins_over_the_operator_default() -> None:
+    isvc = parse_inference_service(manifest(engine={"image": "vllm/vllm-openai:v0.30.1"}))
+    assert _container(render_all(isvc, default_image=MIRROR)[0])["image"] == "vllm/vllm-openai:v0.30.1"
+    assert vllm_image(isvc, MIRROR) == "vllm/vllm-openai:v0.30.1"

@@ -14,6 +14,7 @@ from tailguard.api.resource import (
 )
 from tailguard.api.spec import (
     DEFAULT_VLLM_IMAGE,
+    IMAGE_PATTERN,
     AutoscalingMode,
     AutoscalingSpec,
     EngineSpec,
@@ -31,6 +32,7 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_VLLM_IMAGE",
     "GROUP",
+    "IMAGE_PATTERN",
     "KIND",
     "PLURAL",
     "VERSION",

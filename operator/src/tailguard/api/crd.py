@@ -132,6 +132,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "SLO-ms", "type": "number", "jsonPath": ".spec.slo.ttftP99Ms"},
     {"name": "Goodput", "type": "number", "jsonPath": ".status.observed.goodput"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Image", "type": "string", "jsonPath": ".status.image", "priority": 1},
     {
         "name": "Reason",
         "type": "string",

@@ -10,8 +10,11 @@ from pydantic import Field, model_validator
 from tailguard.api.rules import CrossFieldRule
 from tailguard.api.types import ApiModel, EnvVar, SecretKeyRef, Toleration
 
-#: The vLLM image used when a spec names none. Pinned: a new engine version is a deliberate change.
+#: The vLLM image used when neither the spec nor the operator's ``--default-vllm-image`` names one.
+#: Pinned: a new engine version is a deliberate change.
 DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
+#: An image reference as a container takes it: one word (the registry resolves the rest).
+IMAGE_PATTERN = r"^\S+$"
 
 
 class ModelCache(ApiModel):
@@ -53,10 +56,13 @@ class ModelSpec(ApiModel):
 class EngineSpec(ApiModel):
     """vLLM engine settings. Defaults suit an 8B model on one H100."""
 
-    image: str = Field(
-        default=DEFAULT_VLLM_IMAGE,
+    image: str | None = Field(
+        default=None,
         min_length=1,
-        description="vLLM OpenAI-server image; its entrypoint must be `vllm serve`.",
+        pattern=IMAGE_PATTERN,
+        description="vLLM OpenAI-server image; its entrypoint must be `vllm serve`. When unset the "
+        "operator's default applies (its --default-vllm-image, the chart's vllm.image), and a change "
+        "of that default rolls the replicas at the next reconcile; set it to pin a version.",
     )
     max_num_seqs: int = Field(
         default=256,

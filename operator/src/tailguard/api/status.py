@@ -54,6 +54,11 @@ class InferenceServiceStatus(ApiModel):
         default=None, description="Selector of the replicas' pods, as a string, for /scale."
     )
     max_num_seqs: int | None = Field(default=None, description="Max batch the replicas run with.")
+    image: str | None = Field(
+        default=None,
+        description="vLLM image of the Deployment's pod template: spec.engine.image or the operator's "
+        "default. The replicas run it once any rollout completes.",
+    )
     observed: ObservedMetrics | None = Field(default=None, description="Last metrics read.")
     last_decision: LastDecision | None = Field(default=None, description="Last autoscaling decision.")
     last_scale_time: str | None = Field(default=None, description="When replicas last changed.")

@@ -6,7 +6,7 @@ from typing import Any
 
 import kopf
 
-from tailguard.api import GROUP, PLURAL, VERSION
+from tailguard.api import DEFAULT_VLLM_IMAGE, GROUP, PLURAL, VERSION
 from tailguard.k8s.cluster import ClusterAPI, object_reference
 from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL
 from tailguard.reconcile.inventory import Inventory
@@ -20,17 +20,22 @@ class Wiring:
     cluster: ClusterAPI | None = None
     inventory: Inventory = Inventory()
     clock: Any = None
+    default_image: str = DEFAULT_VLLM_IMAGE
 
 
-def configure(cluster: ClusterAPI, inventory: Inventory, clock: Any) -> None:
-    """Set the API adapter, the shared inventory and the clock before kopf starts."""
+def configure(cluster: ClusterAPI, inventory: Inventory, clock: Any, *, default_image: str) -> None:
+    """Set the API adapter, the shared inventory, the clock and the default vLLM image before kopf starts.
+
+    ``default_image`` must be the control loop's too, or the two would roll replicas back and forth.
+    """
     Wiring.cluster, Wiring.inventory, Wiring.clock = cluster, inventory, clock
+    Wiring.default_image = default_image
 
 
 def _sync(body: kopf.Body) -> None:
     cluster = Wiring.cluster
     assert cluster is not None, "configure() must run before the handlers"
-    result = reconcile(body, cluster, now=iso(Wiring.clock()))
+    result = reconcile(body, cluster, now=iso(Wiring.clock()), default_image=Wiring.default_image)
     # Unconditional: kopf's own annotation patches change the resourceVersion under every handler,
     # so a conditional write here would mostly retry. If it overwrites a condition the control
     # loop just set, the loop sees the difference at its next cycle and writes it again.

@@ -60,7 +60,7 @@ async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = No
     stop = stop or asyncio.Event()
     cluster = KubernetesCluster(FIELD_MANAGER)
     inventory = Inventory()
-    lifecycle.configure(cluster, inventory, time.time)
+    lifecycle.configure(cluster, inventory, time.time, default_image=args.default_vllm_image)
     telemetry = Telemetry()
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.listen_address, registry=telemetry.registry)
@@ -79,6 +79,7 @@ async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = No
         scope=QueryScope(namespaces=tuple(namespaces), rate_window=args.rate_window),
         telemetry=telemetry,
         post_event=post_event,
+        default_image=args.default_vllm_image,
     )
     liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None
     kopf_stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()

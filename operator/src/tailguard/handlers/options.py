@@ -4,10 +4,32 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+
+from tailguard.api import DEFAULT_VLLM_IMAGE, IMAGE_PATTERN
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"TAILGUARD_{name}", default)
+
+
+def image_reference(value: str) -> str:
+    """An argparse type: a container image reference, one non-empty word."""
+    if not re.fullmatch(IMAGE_PATTERN, value):
+        raise argparse.ArgumentTypeError(f"not an image reference: {value!r} (empty, or holds whitespace)")
+    return value
+
+
+def add_default_image_argument(parser: argparse.ArgumentParser) -> None:
+    """``--default-vllm-image``, shared by ``tailguard run`` and ``tailguard render``."""
+    parser.add_argument(
+        "--default-vllm-image",
+        type=image_reference,  # argparse runs it on a string default too: a bad env var is refused
+        default=_env("DEFAULT_VLLM_IMAGE", DEFAULT_VLLM_IMAGE),
+        metavar="IMAGE",
+        help="vLLM image of an InferenceService whose spec.engine.image is unset; changing it rolls "
+        f"those (env TAILGUARD_DEFAULT_VLLM_IMAGE; default {DEFAULT_VLLM_IMAGE})",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,4 +92,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_env("RATE_WINDOW", "2m"),
         help="PromQL rate() window; at least two scrape intervals",
     )
+    add_default_image_argument(parser)
     parser.add_argument("--verbose", action="store_true", help="debug logging")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-from tailguard.api import InferenceService
+from tailguard.api import DEFAULT_VLLM_IMAGE, InferenceService
 from tailguard.api.resource import API_VERSION, KIND
 from tailguard.k8s.labels import PROMETHEUS_SERVICE_LABEL, SERVICE_LABEL, common_labels, selector_labels
 
@@ -71,6 +71,16 @@ def vllm_args(isvc: InferenceService, max_num_seqs: int) -> list[str]:
     if engine.max_model_len is not None:
         args += ["--max-model-len", str(engine.max_model_len)]
     return args + list(engine.extra_args)
+
+
+def vllm_image(isvc: InferenceService, default_image: str = DEFAULT_VLLM_IMAGE) -> str:
+    """The image the replicas run: ``spec.engine.image`` when set, else the operator's default.
+
+    The default is resolved at every rendering, not stored in the object: when the operator's default
+    changes, the Deployment of every service that names no image differs from its rendering and is
+    rolled at its next reconcile, while an unchanged default renders the same image and writes nothing.
+    """
+    return isvc.spec.engine.image or default_image
 
 
 def _env(isvc: InferenceService) -> list[Manifest]:
@@ -140,14 +150,19 @@ def _resources(isvc: InferenceService) -> Manifest:
     }
 
 
-def render_deployment(isvc: InferenceService, *, replicas: int, max_num_seqs: int) -> Manifest:
-    """The vLLM Deployment for ``isvc`` at the given size and max batch."""
+def render_deployment(
+    isvc: InferenceService, *, replicas: int, max_num_seqs: int, default_image: str = DEFAULT_VLLM_IMAGE
+) -> Manifest:
+    """The vLLM Deployment for ``isvc`` at the given size and max batch.
+
+    ``default_image`` is the operator's default vLLM image, used when the spec names none.
+    """
     name = isvc.metadata.name
     volumes, mounts = _volumes(isvc)
     engine = isvc.spec.engine
     container: Manifest = {
         "name": CONTAINER_NAME,
-        "image": engine.image,
+        "image": vllm_image(isvc, default_image),
         "args": vllm_args(isvc, max_num_seqs),
         "ports": [{"name": PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": _resources(isvc),
@@ -257,10 +272,13 @@ def desired_replicas_and_batch(isvc: InferenceService) -> tuple[int, int]:
     return spec.replicas, spec.engine.max_num_seqs
 
 
-def render_all(isvc: InferenceService, *, with_pod_monitor: bool = True) -> list[Manifest]:
+def render_all(
+    isvc: InferenceService, *, with_pod_monitor: bool = True, default_image: str = DEFAULT_VLLM_IMAGE
+) -> list[Manifest]:
     """Every object the operator creates for ``isvc``, in apply order."""
     replicas, batch = desired_replicas_and_batch(isvc)
-    objects = [render_deployment(isvc, replicas=replicas, max_num_seqs=batch), render_service(isvc)]
+    deployment = render_deployment(isvc, replicas=replicas, max_num_seqs=batch, default_image=default_image)
+    objects = [deployment, render_service(isvc)]
     if with_pod_monitor:
         objects.append(render_pod_monitor(isvc))
     return objects
@@ -276,4 +294,5 @@ __all__ = [
     "render_pod_monitor",
     "render_service",
     "vllm_args",
+    "vllm_image",
 ]

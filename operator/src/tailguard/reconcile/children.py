@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailguard.api import InferenceService
+from tailguard.api import DEFAULT_VLLM_IMAGE, InferenceService
 from tailguard.k8s.cluster import ClusterAPI, Manifest
 from tailguard.k8s.labels import FIELD_MANAGER
 from tailguard.k8s.render import render_all
@@ -44,6 +44,7 @@ def sync_children(
     *,
     from_view: bool = False,
     known_deployment: Manifest | None = None,
+    default_image: str = DEFAULT_VLLM_IMAGE,
 ) -> ChildrenOutcome:
     """Apply every child whose live state differs from its rendering; skip writes that change nothing.
 
@@ -53,10 +54,13 @@ def sync_children(
 
     With ``from_view``, ``known_deployment`` is the live Deployment (None: known to be absent), only
     the Deployment is synced and nothing is read: the periodic resync works from the watch-fed view.
+
+    ``default_image`` is the operator's default vLLM image, for a spec that names none; every caller
+    must pass the same one, or the callers would roll the replicas back and forth between theirs.
     """
     outcome = ChildrenOutcome()
     with_pod_monitor = not from_view and api.serves(*POD_MONITOR)
-    for desired in render_all(isvc, with_pod_monitor=with_pod_monitor):
+    for desired in render_all(isvc, with_pod_monitor=with_pod_monitor, default_image=default_image):
         meta = desired["metadata"]
         if from_view and desired["kind"] != "Deployment":
             continue

@@ -17,7 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from tailguard.api import API_VERSION, KIND, AutoscalingMode, InvalidResourceError, parse_inference_service
+from tailguard.api import (
+    API_VERSION,
+    DEFAULT_VLLM_IMAGE,
+    KIND,
+    AutoscalingMode,
+    InvalidResourceError,
+    parse_inference_service,
+)
 from tailguard.k8s.cluster import ClusterAPI, ConflictError
 from tailguard.k8s.labels import POLICY_STATE_ANNOTATION
 from tailguard.metrics.prometheus import PrometheusSource
@@ -76,6 +83,7 @@ class ControlLoop:
         clock: Callable[[], float] = time.time,
         tick_s: float = 1.0,
         workers: int = 16,
+        default_image: str = DEFAULT_VLLM_IMAGE,
     ) -> None:
         self.inventory = inventory
         self.cluster = cluster
@@ -85,6 +93,8 @@ class ControlLoop:
         self.post_event = post_event
         self.clock = clock
         self.tick_s = tick_s
+        #: The vLLM image of a spec that names none; the spec handlers must use the same.
+        self.default_image = default_image
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tailguard-step")
         self._last_run: dict[Key, float] = {}
         self._states: dict[Key, str] = {}
@@ -184,7 +194,11 @@ class ControlLoop:
         if view is None:
             return 0
         result = reconcile(
-            view.body, self.cluster, now=iso(now), view=(view.deployment, list(view.pods.values()))
+            view.body,
+            self.cluster,
+            now=iso(now),
+            view=(view.deployment, list(view.pods.values())),
+            default_image=self.default_image,
         )
         try:
             write_status(self.cluster, view.body, result)
@@ -259,7 +273,7 @@ class ControlLoop:
             status = dict(view.body.get("status") or {})
             status.update(result.status_patch)
             updated = parse_inference_service({**view.body, "status": status})
-            outcome = sync_children(updated, self.cluster)
+            outcome = sync_children(updated, self.cluster, default_image=self.default_image)
             writes += len(outcome.created) + len(outcome.updated)
         for note in result.events:
             self.post_event(namespace, name, note)

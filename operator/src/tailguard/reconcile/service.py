@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailguard.api import API_VERSION, KIND, InferenceService, InvalidResourceError, parse_inference_service
+from tailguard.api import (
+    API_VERSION,
+    DEFAULT_VLLM_IMAGE,
+    KIND,
+    InferenceService,
+    InvalidResourceError,
+    parse_inference_service,
+)
 from tailguard.k8s.cluster import ClusterAPI
 from tailguard.k8s.labels import selector_labels
 from tailguard.reconcile.children import sync_children
@@ -30,12 +37,14 @@ def reconcile(
     *,
     now: str,
     view: tuple[dict[str, Any] | None, list[dict[str, Any]]] | None = None,
+    default_image: str = DEFAULT_VLLM_IMAGE,
 ) -> ReconcileResult:
     """Bring the children of the InferenceService ``body`` in line with its spec; idempotent.
 
     An invalid spec applies nothing and is reported as ``InvalidSpec=True`` with an event. With
     ``view`` (the live Deployment and pods, from the watch-fed inventory) nothing is read from the
-    API server and only the Deployment is synced.
+    API server and only the Deployment is synced. ``default_image`` is the operator's default vLLM
+    image, for a spec that names none.
     """
     status = dict(body.get("status") or {})
     try:
@@ -51,10 +60,12 @@ def reconcile(
         return result
 
     if view is None:
-        children = sync_children(isvc, api)
+        children = sync_children(isvc, api, default_image=default_image)
         pods = api.list("v1", "Pod", isvc.metadata.namespace, selector_labels(isvc.metadata.name))
     else:
-        children = sync_children(isvc, api, from_view=True, known_deployment=view[0])
+        children = sync_children(
+            isvc, api, from_view=True, known_deployment=view[0], default_image=default_image
+        )
         pods = view[1]
     result = ReconcileResult(isvc=isvc)
     for label in children.created:

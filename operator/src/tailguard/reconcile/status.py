@@ -70,6 +70,7 @@ def workload_status(
         "ready": f"{workload.ready}/{desired}",
         "labelSelector": selector_string(isvc.metadata.name),
         "maxNumSeqs": batch,
+        "image": workload.image,
         "conditions": merge_conditions(current, updates, now=now, generation=isvc.metadata.generation),
     }
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tailguard.k8s.render import CONTAINER_NAME
+
 Manifest = dict[str, Any]
 
 #: Container waiting reasons that will not fix themselves, with what they usually mean.
@@ -32,6 +34,8 @@ class Workload:
     rollout_in_progress: bool = False
     unschedulable_message: str = ""
     problems: tuple[str, ...] = field(default_factory=tuple)
+    #: The vLLM container's image in the pod template (None without a Deployment).
+    image: str | None = None
 
 
 def _is_unschedulable(pod: Manifest) -> tuple[bool, str]:
@@ -57,6 +61,14 @@ def _stuck(pod: Manifest) -> list[str]:
             detail = waiting.get("message") or _STUCK_REASONS[reason]
             found.append(f"pod {pod['metadata']['name']}: {reason}: {detail}")
     return found
+
+
+def _template_image(deployment: Manifest) -> str | None:
+    pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod_spec.get("containers") or []:
+        if container.get("name") == CONTAINER_NAME and container.get("image"):
+            return str(container["image"])
+    return None
 
 
 def observe_workload(deployment: Manifest | None, pods: Sequence[Manifest]) -> Workload:
@@ -93,4 +105,5 @@ def observe_workload(deployment: Manifest | None, pods: Sequence[Manifest]) -> W
         rollout_in_progress=rollout,
         unschedulable_message=message,
         problems=tuple(sorted(problems)),
+        image=_template_image(deployment),
     )
