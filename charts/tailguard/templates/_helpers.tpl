@@ -70,6 +70,25 @@ The operator image: repository@digest when a digest is given, repository:tag oth
 {{- end -}}
 
 {{/*
+The default vLLM image passed to the operator: repository@digest or repository:tag; empty when
+vllm.image.repository is (the operator's built-in default applies).
+*/}}
+{{- define "tailguard.vllmImage" -}}
+{{- $image := .Values.vllm.image -}}
+{{- if $image.repository -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else if $image.tag -}}
+{{- printf "%s:%s" $image.repository $image.tag -}}
+{{- else -}}
+{{- fail "vllm.image.repository needs vllm.image.tag or vllm.image.digest (the vLLM version is never implicit)" -}}
+{{- end -}}
+{{- else if or $image.tag $image.digest -}}
+{{- fail "vllm.image.tag and vllm.image.digest need vllm.image.repository" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The namespaces the operator manages when rbac.scope is Namespaces, checked and de-duplicated.
 */}}
 {{- define "tailguard.namespaces" -}}

@@ -146,7 +146,7 @@ def test_values_in_the_guide_exist_in_the_chart() -> None:
     text = OPERATIONS.read_text()
     named = set(
         re.findall(
-            r"`((?:image|rbac|prometheus|serviceMonitor|dashboard|operator|podSecurityContext|serviceAccount)\.[\w.]+)`",
+            r"`((?:image|rbac|prometheus|serviceMonitor|dashboard|operator|podSecurityContext|serviceAccount|vllm)\.[\w.]+)`",
             text,
         )
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tailguard.api import DEFAULT_VLLM_IMAGE
 from tailguard.cli import build_parser
 from tailguard.k8s.rbac import CLUSTER_RULES, NAMESPACED_RULES, OPERATOR_RULES
 
@@ -129,6 +130,27 @@ def test_image_defaults_to_the_app_version_and_a_digest_pins_it(helm: Helm) -> N
     digest = "sha256:" + "ab" * 32
     pinned = helm.template({"image": {"repository": "registry.example/tg", "tag": "0.1.0", "digest": digest}})
     assert _container(pinned)["image"] == f"registry.example/tg@{digest}"
+
+
+MIRROR = "registry.example/mirror/vllm-openai"
+
+
+def test_default_vllm_image_is_the_operators_built_in_unless_the_values_set_one(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TAILGUARD_DEFAULT_VLLM_IMAGE", raising=False)
+    manifests = helm.template()
+    assert not [a for a in _container(manifests)["args"] if a.startswith("--default-vllm-image")]
+    assert _run_args(manifests).default_vllm_image == DEFAULT_VLLM_IMAGE
+
+    tagged = helm.template({"vllm": {"image": {"repository": MIRROR, "tag": "v0.33.0"}}})
+    assert _run_args(tagged).default_vllm_image == f"{MIRROR}:v0.33.0"
+    digest = "sha256:" + "cd" * 32
+    pinned = helm.template({"vllm": {"image": {"repository": MIRROR, "tag": "v0.33.0", "digest": digest}}})
+    assert _run_args(pinned).default_vllm_image == f"{MIRROR}@{digest}"
+    assert _container(pinned)["image"] == "ghcr.io/tailguard/operator:0.1.0", (
+        "the operator's own image is apart"
+    )
 
 
 def test_metrics_service_selects_the_operator_pod(helm: Helm) -> None:
@@ -367,6 +389,27 @@ def test_fullname_override(helm: Helm) -> None:
         ),
         pytest.param({"image": {"digest": "sha256:short"}}, "image.digest", id="image-digest-malformed"),
         pytest.param({"image": {"pullPolicy": "always"}}, "image.pullPolicy", id="image-pull-policy-case"),
+        pytest.param(
+            {"vllm": {"image": {"repository": MIRROR, "tag": "latest"}}},
+            "vllm.image.tag",
+            id="vllm-image-tag-latest",
+        ),
+        pytest.param(
+            {"vllm": {"image": {"repository": "Mirror/vLLM", "tag": "v1"}}},
+            "vllm.image.repository",
+            id="vllm-image-repository-uppercase",
+        ),
+        pytest.param(
+            {"vllm": {"image": {"repository": f"{MIRROR}:v1", "tag": "v1"}}},
+            "vllm.image.repository",
+            id="vllm-image-repository-with-tag",
+        ),
+        pytest.param(
+            {"vllm": {"image": {"repository": MIRROR, "digest": "sha256:short"}}},
+            "vllm.image.digest",
+            id="vllm-image-digest-malformed",
+        ),
+        pytest.param({"vllm": {"image": "vllm/vllm-openai:v1"}}, "vllm.image", id="vllm-image-a-string"),
         pytest.param({"rbac": {"scope": "cluster"}}, "rbac.scope", id="rbac-scope-unknown"),
         pytest.param({"rbac": {"scope": "Namespaces"}}, "rbac.namespaces", id="rbac-namespaces-missing"),
         pytest.param(
@@ -443,6 +486,16 @@ def test_schema_refuses_costly_mistakes(helm: Helm, values: dict[str, Any], expe
             "metrics.enabled",
             id="monitor-without-metrics",
         ),
+        pytest.param(
+            {"vllm": {"image": {"repository": MIRROR}}},
+            "vllm.image.repository needs vllm.image.tag or vllm.image.digest",
+            id="vllm-repository-without-version",
+        ),
+        pytest.param(
+            {"vllm": {"image": {"tag": "v0.33.0"}}},
+            "need vllm.image.repository",
+            id="vllm-tag-without-repository",
+        ),
     ],
 )
 def test_templates_refuse_settings_that_cannot_work(
@@ -465,6 +518,7 @@ def test_templates_refuse_settings_that_cannot_work(
                 "serviceMonitor": {"enabled": True},
                 "dashboard": {"enabled": True},
                 "prometheus": {"auth": {"type": "basicAuth", "username": "u", "password": "p"}},
+                "vllm": {"image": {"repository": MIRROR, "tag": "v0.33.0"}},
             },
             id="everything-on",
         ),
