@@ -51,6 +51,11 @@ _SURGE = 1.3
 _DEFAULT_TPOT_RATIO = 1.25
 
 
+def _target(config: PolicyConfig) -> float:
+    """The share of the learned capacity to plan for, after the user's headroom."""
+    return config.target_utilization / (1.0 + max(0.0, config.headroom))
+
+
 def _clamp(config: PolicyConfig, replicas: int) -> tuple[int, list[str]]:
     if replicas < config.min_replicas:
         return config.min_replicas, [Limit.MIN_REPLICAS.value]
@@ -118,7 +123,9 @@ def decide(
         # The base step this pair implies if it lies on the prior curve; at a small batch that is
         # the step itself, at a large one it is not fooled into taking a full step for the base.
         base = implied_base(derived.batch, derived.step_s)
-        if derived.fit_material:
+        # Not in a breach: the steps of a queued engine carry the prompts of the queue too, and
+        # fitting them would make the curve steep and the capacity low long after the burst.
+        if derived.fit_material and not broken:
             fit = update_fit(fit, derived.batch, derived.step_s, elapsed)
             floor = base if floor is None else min(floor, base)
     out_tokens = state.output_tokens
@@ -147,6 +154,16 @@ def decide(
         offset = _ewma(offset, gap, 0.2)
 
     rate = obs.request_rate or 0.0
+    # Finished requests per second lag arrivals by what piles up in (or empties from) the
+    # engines: over the rate window, arrivals = finished + the change of requests in flight
+    # (Little's law). Right after help arrives the engines empty and finish faster than requests
+    # come; right after a surge they fill up.
+    in_flight_now = (obs.running or 0.0) + waiting
+    assert obs.sample_time is not None
+    in_flight_history = _prune_in_flight(state.in_flight, obs.sample_time, config)
+    flow = _in_flight_change(in_flight_history, obs.sample_time, in_flight_now, derived.serving, config)
+    in_flight_history = (*in_flight_history, (obs.sample_time, in_flight_now, derived.serving))
+    flowed = max(0.0, rate + flow) if flow is not None else rate
     # Finished requests per second. Under overload that is only what the replicas sustain: the
     # growth of the queue since the last decision is demand too.
     arrivals = rate
@@ -165,11 +182,18 @@ def decide(
         arrivals = max(arrivals, rate * surge)
     if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
         arrivals += max(0.0, (waiting - state.waiting) / elapsed)
+    # The in-flight change corrects the rate both ways when all is calm; while the SLO is broken
+    # or the engines surge it may only add (what the replicas finish is then the least demand).
+    arrivals = max(arrivals, flowed) if broken or surge > _SURGE else flowed
+    # The level and trend follow the window's arrivals only. The surge and the queue's growth
+    # are a reading of the load now; fed into the trend as well, one step of the load would be
+    # extrapolated as a ramp over the whole start-up horizon.
+    observed = max(flowed, rate) if broken else flowed
     if state.rate_level is None or elapsed <= 0:
-        level, trend = arrivals, 0.0
+        level, trend = observed, 0.0
     else:
         predicted = state.rate_level + state.rate_trend * elapsed
-        level = predicted + _LEVEL_GAIN * (arrivals - predicted)
+        level = predicted + _LEVEL_GAIN * (observed - predicted)
         trend = state.rate_trend + _TREND_GAIN * ((level - state.rate_level) / elapsed - state.rate_trend)
     level = max(0.0, level)
 
@@ -198,10 +222,17 @@ def decide(
             scale = max(recovered, per / cap.rate)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
     per_replica = cap.rate * scale if cap is not None else None
-    saturated = broken and waiting > 0 and settled and bool(derived.per_replica_rate)
+    saturated = (
+        broken
+        and waiting > 0
+        and same_fleet
+        and not obs.rollout_in_progress
+        and bool(derived.per_replica_rate)
+    )
     if saturated:
         # Saturated replicas finish what they can: that is the capacity to size with now (only
-        # once the fleet is settled; a window that mixes fleet sizes would understate it).
+        # when the same replicas served the whole window, which holds while new ones start; a
+        # window that mixes fleet sizes would understate it).
         per_replica = derived.per_replica_rate
 
     # -- size -------------------------------------------------------------------------------
@@ -211,6 +242,11 @@ def decide(
     warmed_up = state.started_at is not None and now - state.started_at >= 2 * _SETTLE_S
     rising = warmed_up and not broken and trend * horizon > _TREND_SIGNIFICANT * level
     forecast = level + trend * horizon if rising else level
+    # A fall the trend confirms is no blip: the rate window's mean is half a window old, so the
+    # load now is lower still, and the hysteresis band (which keeps a flat load near a boundary
+    # from flapping) is not needed to tell it from noise.
+    falling = warmed_up and not broken and -trend * horizon > _TREND_SIGNIFICANT * level
+    nowcast = max(0.0, level + trend * 0.5 * config.rate_window_s) if falling else level
     demand = max(arrivals, level)
     parts: list[str] = []
     # What the load needs at the healthy capacity: the figure the stabilization windows keep
@@ -218,7 +254,16 @@ def decide(
     healthy_capacity = cap.rate * scale if cap is not None else None
     sized: int | None = None
     if healthy_capacity is not None and healthy_capacity > 0 and not idle:
-        sized = _ceil(max(rate, level) / (healthy_capacity * config.target_utilization))
+        sized = _ceil(max(flowed, level) / (healthy_capacity * _target(config)))
+    load_now = max(flowed, level)
+    peaks = _prune_peaks(state.load_peaks, now, config)
+    if not idle and config.burst_reserve > 0:
+        peaks = (*peaks, (now, load_now))
+    peak_at, peak_load = max(peaks, key=lambda p: p[1], default=(now, 0.0))
+    reserve: int | None = None
+    if config.burst_reserve > 0 and healthy_capacity and peak_load > load_now and not idle:
+        reserve_load = load_now + min(1.0, config.burst_reserve) * (peak_load - load_now)
+        reserve = _ceil(reserve_load / (healthy_capacity * _target(config)))
     if idle:
         recommended = config.min_replicas
         code = Reason.IDLE
@@ -230,7 +275,7 @@ def decide(
         parts.extend(broken or [f"p99 TTFT {_ms(obs.p99_ttft_s)}"])
         parts.append("capacity not learned yet")
     else:
-        u = config.target_utilization
+        u = _target(config)
         plain = _ceil(max(demand, forecast) / (per_replica * u))
         on_the_way = obs.starting_replicas + obs.pending_replicas
         up = plain
@@ -243,8 +288,8 @@ def decide(
             queue_each = waiting / max(1, derived.serving)
             margin = max(0.5 * per_replica, per_replica - queue_each / _DRAIN_S)
             up = max(up, _ceil(demand / margin))
-        down_u = max(0.05, u - config.scale_down_margin)
-        down = _ceil(demand / (per_replica * down_u))
+        down_u = u if falling else max(0.05, u - config.scale_down_margin)
+        down = _ceil((min(demand, max(flowed, nowcast)) if falling else demand) / (per_replica * down_u))
         if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
             # Replicas are starting for this breach: wait for them unless the need grew clearly.
             recommended = current
@@ -257,6 +302,10 @@ def decide(
                 recommended = current + 1
         else:
             recommended = min(current, down) if down < current else current
+        reserved = reserve is not None and reserve > recommended
+        if reserve is not None and reserved:
+            # Headroom for a burst like the last one: it will be here before new replicas are.
+            recommended = reserve
         code = (
             Reason.SLO_BREACH
             if broken
@@ -273,6 +322,8 @@ def decide(
         if forecast > demand * 1.01:
             load += f" (forecast {forecast:.1f} in {horizon:.0f} s)"
         parts.append(load)
+        if reserved:
+            parts.append(f"reserve for {peak_load:.1f} req/s seen {now - peak_at:.0f} s ago")
         if saturated:
             parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
         elif cap is not None:
@@ -283,8 +334,10 @@ def decide(
 
     # -- limit ------------------------------------------------------------------------------
     last_breach = now if broken else state.last_breach_at
-    down_window = config.scale_down_stabilization_s
-    if last_breach is not None and now - last_breach < config.burst_memory_s:
+    declared_window = config.scale_down_stabilization_s
+    down_window = declared_window
+    holding = config.burst_hold_s > config.scale_down_stabilization_s
+    if holding and last_breach is not None and now - last_breach < config.burst_memory_s:
         down_window = max(down_window, config.burst_hold_s)
     # In a breach remember what the load needs at the healthy capacity, not the emergency size.
     remembered = recommended if sized is None or not broken else min(recommended, sized)
@@ -295,12 +348,11 @@ def decide(
         if broken:
             final = current
         else:
-            recent = [r for t, r in history if now - t <= down_window]
-            stable = max(recent)
-            if stable > final:
-                final = min(current, stable)
-                cautious = state.started_at is not None and (now - state.started_at < down_window)
-                limits.append((Limit.CAUTIOUS_START if cautious else Limit.STABILIZATION).value)
+            window = [(t, r) for t, r in history if now - t <= down_window]
+            largest = max(r for _, r in window)
+            if largest > final:
+                final = min(current, largest)
+                limits.append(_down_limit(window, largest, now, declared_window, state.started_at).value)
             if final < current and obs.rollout_in_progress:
                 final = current
                 limits.append(Limit.ROLLOUT.value)
@@ -344,7 +396,7 @@ def decide(
                 new_cap = _capacity(config, model, out_tokens, new_batch, offset, derived, False)
                 slower = min(per_replica, new_cap.rate * scale if new_cap else per_replica)
                 # Each pod restarts in turn: keep one replica spare for the one that is down.
-                during = _ceil(demand / (slower * config.target_utilization)) + 1
+                during = _ceil(demand / (slower * _target(config))) + 1
                 if during <= config.max_replicas:
                     max_batch = new_batch
                     last_change = now
@@ -380,6 +432,8 @@ def decide(
         last_direction=direction if direction else state.last_direction,
         last_max_batch_change_at=last_change,
         last_breach_at=last_breach,
+        in_flight=in_flight_history,
+        load_peaks=peaks,
     )
     decision = Decision(
         replicas=final,
@@ -414,6 +468,72 @@ def _prune(
             kept.append((t, r))
         newer_max = max(newer_max, r)
     return tuple(reversed(kept))
+
+
+def _down_limit(
+    recent: list[tuple[float, int]], stable: int, now: float, declared_s: float, started_at: float | None
+) -> Limit:
+    """Which rule the largest recommendation of the window stands for.
+
+    The size recorded at a (re)start is the cautious start; one older than the declared window,
+    kept only because a breach extended it, is the burst hold; otherwise the stabilization.
+    """
+    binding = [t for t, r in recent if r >= stable]
+    if any(now - t <= declared_s and t != started_at for t in binding):
+        return Limit.STABILIZATION
+    if any(t == started_at for t in binding):
+        return Limit.CAUTIOUS_START
+    return Limit.BURST_HOLD
+
+
+def _prune_peaks(
+    peaks: tuple[tuple[float, float], ...], now: float, config: PolicyConfig
+) -> tuple[tuple[float, float], ...]:
+    """The loads the burst reserve remembers: within ``burst_memory_s``, each larger than every
+    newer one (so the list stays short and its largest entry is the recent peak)."""
+    if config.burst_reserve <= 0:
+        return ()
+    kept: list[tuple[float, float]] = []
+    newer_max = -1.0
+    for t, load in reversed(peaks):
+        if now - t >= config.burst_memory_s or t > now:
+            continue
+        if load > newer_max:
+            kept.append((t, load))
+            newer_max = load
+    return tuple(reversed(kept))
+
+
+def _prune_in_flight(
+    history: tuple[tuple[float, float, int], ...], sample_time: float, config: PolicyConfig
+) -> tuple[tuple[float, float, int], ...]:
+    """The in-flight samples one rate window can still use (older ones, and any from the future
+    of this sample after a clock step, are dropped)."""
+    oldest = sample_time - config.rate_window_s - 2 * config.interval_s
+    return tuple(row for row in history if oldest <= row[0] < sample_time)
+
+
+def _in_flight_change(
+    history: tuple[tuple[float, float, int], ...],
+    sample_time: float,
+    in_flight: float,
+    serving: int,
+    config: PolicyConfig,
+) -> float | None:
+    """Requests per second added to the engines over about one rate window, or ``None``.
+
+    ``None`` without a sample from at least half a window ago, and when fewer replicas serve
+    now than then: a removed pod's requests leave the sum without finishing, which is no fall
+    of arrivals.
+    """
+    start = sample_time - config.rate_window_s
+    usable = [row for row in history if sample_time - row[0] >= 0.5 * config.rate_window_s]
+    if not usable:
+        return None
+    t, then, serving_then = min(usable, key=lambda row: abs(row[0] - start))
+    if serving < serving_then:
+        return None
+    return (in_flight - then) / (sample_time - t)
 
 
 def _capacity(
@@ -503,7 +623,7 @@ def _tune_max_batch(
         tpot_offset_s=offset,
         kv_per_seq=derived.kv_per_seq,
     )
-    u = config.target_utilization
+    u = _target(config)
     if _ceil(demand / (bigger.rate * scale * u)) >= _ceil(demand / (cap.rate * scale * u)):
         return None
     return new, f"batch cap binds with headroom (batch {derived.batch:.0f} of {current})"

@@ -41,6 +41,12 @@ class PolicyConfig:
     #: default (equal to the scale-down window) leaves it off; see docs/policy.md.
     burst_hold_s: float = 300.0
     burst_memory_s: float = 1800.0
+    #: Keep capacity for this share (0..1) of the way from the load now to the largest load seen
+    #: within ``burst_memory_s``: headroom learned from bursts already seen. 0 (the default)
+    #: switches it off; 1 holds the fleet at the recent peak.
+    burst_reserve: float = 0.0
+    #: Extra capacity the user asks for, as a share of the load (0.25: size for 125% of it).
+    headroom: float = 0.0
     #: Expected seconds from a new replica's creation to Ready: the forecast horizon.
     startup_s: float = 90.0
     #: Data older than this is stale and holds every decision.
@@ -51,6 +57,9 @@ class PolicyConfig:
     scale_down_margin: float = 0.08
     #: Share of max batch one replica is planned to fill (the rest absorbs fluctuation).
     batch_fill: float = 0.85
+    #: The ``rate()`` window of the metrics reader: the finished-request rate is a mean over it,
+    #: and the change of requests in flight over the same span turns it into arrivals.
+    rate_window_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,7 @@ class Limit(StrEnum):
     SCALE_UP_RATE = "scale_up_rate"
     STABILIZATION = "stabilization"
     CAUTIOUS_START = "cautious_start"
+    BURST_HOLD = "burst_hold"
     PENDING_GPUS = "pending_gpus"
     ROLLOUT = "rollout"
     MAX_BATCH_INTERVAL = "max_batch_interval"
@@ -177,6 +187,11 @@ class PolicyState:
     last_max_batch_change_at: float | None = None
     #: When the SLO was last seen broken.
     last_breach_at: float | None = None
+    #: ``(sample time, requests running + waiting, serving replicas)`` over the last rate window.
+    in_flight: tuple[tuple[float, float, int], ...] = ()
+    #: ``(time, load)`` of the largest loads within ``burst_memory_s`` (a newer one as large
+    #: replaces an older one), for the burst reserve.
+    load_peaks: tuple[tuple[float, float], ...] = ()
 
     def to_json(self) -> str:
         """Compact JSON; ``from_json`` reads it back to an equal state."""
@@ -242,6 +257,26 @@ def _parse_field(name: str, value: Any) -> Any:
                 if t is not None and isinstance(r, int) and not isinstance(r, bool):
                     out.append((t, r))
         return tuple(out)
+    if name == "load_peaks":
+        if not isinstance(value, list):
+            return _INVALID
+        peaks = []
+        for item in value:
+            if isinstance(item, list) and len(item) == 2:
+                t, load = _number(item[0]), _number(item[1])
+                if t is not None and load is not None and load >= 0:
+                    peaks.append((t, load))
+        return tuple(peaks)
+    if name == "in_flight":
+        if not isinstance(value, list):
+            return _INVALID
+        rows = []
+        for item in value:
+            if isinstance(item, list) and len(item) == 3:
+                t, n, k = _number(item[0]), _number(item[1]), item[2]
+                if t is not None and n is not None and isinstance(k, int) and not isinstance(k, bool):
+                    rows.append((t, n, k))
+        return tuple(rows)
     if name == "fit":
         if not isinstance(value, list) or len(value) != 5:
             return _INVALID

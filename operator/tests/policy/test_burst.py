@@ -1,0 +1,183 @@
+"""Arrivals from requests in flight, the burst reserve, user headroom and the name of the limit
+that holds a scale-down: table-driven, each case a short scenario on a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import pytest
+
+from policy.helpers import CONFIG, Run, breached, healthy
+from tailguard.policy import Decision, Limit, PolicyConfig, PolicyState, decide
+
+
+def settled(config: PolicyConfig, rate: float, replicas: int, minutes: float = 12) -> Run:
+    """A run that has served ``rate`` on ``replicas`` long enough to have learned its curve."""
+    run = Run(config=config, replicas=replicas)
+    for r in (0.5, 0.75, 1.0, 1.25, 1.0) * 6:
+        run.step(healthy(rate * r, run.replicas))
+    run.hold(lambda n: healthy(rate, n), minutes * 60)
+    return run
+
+
+def _after_burst(config: PolicyConfig, calm_s: float = 900) -> Decision:
+    """40 req/s, a five-minute burst of 160, then ``calm_s`` back at 40: the last decision."""
+    run = settled(config, 40, 2)
+    run.hold(lambda n: healthy(160, n), 300)
+    return run.hold(lambda n: healthy(40, n), calm_s)
+
+
+OFF = _after_burst(CONFIG).replicas
+FULL = _after_burst(replace(CONFIG, burst_reserve=1.0)).replicas
+
+
+@pytest.mark.parametrize(
+    ("config", "calm_s", "expect"),
+    [
+        (replace(CONFIG, burst_reserve=1.0), 900, lambda n: n > OFF),
+        (replace(CONFIG, burst_reserve=0.5), 900, lambda n: OFF <= n <= FULL),
+        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n: n == OFF),
+        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n: n < FULL),
+    ],
+    ids=[
+        "full reserve holds more than the calm needs",
+        "half reserve lies between none and full",
+        "the reserve fades after the burst memory",
+        "a faded reserve no longer holds the burst size",
+    ],
+)
+def test_burst_reserve(config: PolicyConfig, calm_s: float, expect: Callable[[int], bool]) -> None:
+    decision = _after_burst(config, calm_s)
+    assert expect(decision.replicas), (OFF, FULL, decision.reason)
+
+
+def test_off_by_default_returns_to_the_calm_size() -> None:
+    assert OFF <= 2
+
+
+def test_reserve_says_so_in_the_reason() -> None:
+    decision = _after_burst(replace(CONFIG, burst_reserve=1.0))
+    assert "reserve for" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("headroom", "more"),
+    [(0.0, False), (0.5, True)],
+    ids=["no headroom", "half again as much"],
+)
+def test_headroom_sizes_for_more_than_the_load(headroom: float, more: bool) -> None:
+    plain = settled(CONFIG, 100, 3).history[-1].replicas
+    padded = settled(replace(CONFIG, headroom=headroom), 100, 3).history[-1].replicas
+    assert (padded > plain) is more, (plain, padded)
+
+
+@dataclass(frozen=True)
+class Flow:
+    id: str
+    # running per replica a minute ago and now, at the same finished rate
+    before: float
+    after: float
+    expect: Callable[[float, float], bool]
+
+
+FLOW_CASES = [
+    Flow("engines filling up: arrivals above the finished rate", 60.0, 140.0, lambda load, rate: load > rate),
+    Flow("engines emptying: arrivals below the finished rate", 140.0, 60.0, lambda load, rate: load < rate),
+    Flow(
+        "steady in flight: arrivals are the finished rate",
+        100.0,
+        100.0,
+        lambda load, rate: abs(load - rate) < 1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FLOW_CASES, ids=[c.id for c in FLOW_CASES])
+def test_arrivals_follow_requests_in_flight(case: Flow) -> None:
+    rate, replicas = 60.0, 3
+    run = settled(CONFIG, rate, replicas)
+    run.hold(lambda n: healthy(rate, n, running=case.before * n), 120)
+    level_before = run.state.rate_level
+    run.hold(lambda n: healthy(rate, n, running=case.after * n), 60)
+    assert level_before is not None
+    assert run.state.rate_level is not None
+    assert case.expect(run.state.rate_level, rate), (level_before, run.state.rate_level)
+
+
+def test_fewer_serving_replicas_is_no_fall_of_arrivals() -> None:
+    # A removed pod's requests leave the sum without finishing: the rate is kept as it is.
+    run = settled(CONFIG, 60.0, 4)
+    run.hold(lambda n: healthy(60.0, 4), 120)
+    run.hold(lambda n: healthy(60.0, 3, running=healthy(60.0, 3).running * 0.5), 30)
+    assert run.state.rate_level is not None
+    assert run.state.rate_level >= 59.0
+
+
+@dataclass(frozen=True)
+class Label:
+    id: str
+    config: PolicyConfig
+    fresh: bool  # a restart without state just before the load fell
+    breach: bool  # a breach before the load fell
+    after_s: float  # how long after the fall the decision is read
+    limit: Limit
+
+
+LABEL_CASES = [
+    Label("a restart holds the start size: cautious start", CONFIG, True, False, 60, Limit.CAUTIOUS_START),
+    Label("a recent larger recommendation: stabilization", CONFIG, False, False, 60, Limit.STABILIZATION),
+    Label(
+        "a breach's size kept beyond the window: burst hold",
+        replace(CONFIG, burst_hold_s=900),
+        False,
+        True,
+        420,
+        Limit.BURST_HOLD,
+    ),
+    Label(
+        "a breach after a restart, held beyond the window: burst hold, not cautious start",
+        replace(CONFIG, burst_hold_s=900),
+        True,
+        True,
+        420,
+        Limit.BURST_HOLD,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", LABEL_CASES, ids=[c.id for c in LABEL_CASES])
+def test_the_limit_that_holds_a_scale_down_is_named(case: Label) -> None:
+    run = settled(case.config, 150.0, 4)
+    if case.fresh:
+        run.state = PolicyState()
+    if case.breach:
+        run.hold(lambda n: breached(150.0, n), 60)
+        run.hold(lambda n: healthy(150.0, n), 60)
+    run.hold(lambda n: healthy(20.0, n), case.after_s)
+    decision = run.history[-1]
+    assert case.limit.value in decision.limits, (decision.limits, decision.reason)
+
+
+def test_state_with_new_fields_round_trips_and_stays_small() -> None:
+    run = settled(replace(CONFIG, burst_reserve=1.0), 40, 2)
+    for i in range(120):
+        run.step(healthy(40 + (i % 9) * 15, run.replicas))
+    assert run.state.in_flight
+    assert run.state.load_peaks
+    assert PolicyState.from_json(run.state.to_json()) == run.state
+    assert len(run.state.to_json()) < 2048
+
+
+def test_unreadable_new_fields_take_their_defaults() -> None:
+    state = PolicyState.from_json('{"in_flight": [[1, "x", 2]], "load_peaks": "high"}')
+    assert state.in_flight == ()
+    assert state.load_peaks == ()
+
+
+def test_decide_is_deterministic_with_the_new_state() -> None:
+    run = settled(replace(CONFIG, burst_reserve=0.5, headroom=0.2), 60, 3)
+    obs = replace(healthy(90.0, 3, now=run.now), sample_time=run.now - 5.0, desired_replicas=3)
+    first = decide(run.config, run.state, obs, run.now)
+    again = decide(run.config, run.state, obs, run.now)
+    assert first == again
