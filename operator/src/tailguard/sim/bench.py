@@ -16,12 +16,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from tailguard.sim import synthetic
+from tailguard.sim.frontier import Point, frontier
 from tailguard.sim.oracle import SloTarget
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.report import (
     PolicySummary,
+    spread,
     summary_document,
     table,
     write_plots,
@@ -43,6 +48,8 @@ class BenchTrace:
     key: str
     describe: str
     make: Callable[[int], Trace]
+    #: The rate schedule the trace is drawn from (for the idealised policy of ``--frontier``).
+    rate: Callable[[int], synthetic.RateFn] | None = None
 
 
 TRACES = (
@@ -50,6 +57,7 @@ TRACES = (
         "bursty",
         "MMPP: 40 req/s calm, 100 req/s bursts (means 8 min calm, 4 min burst)",
         lambda seed: synthetic.mmpp(40, 100, HOUR, base_mean_s=480, burst_mean_s=240, mix=MIX, seed=seed),
+        lambda seed: synthetic.mmpp_rate(40, 100, HOUR, base_mean_s=480, burst_mean_s=240, seed=seed),
     ),
     BenchTrace(
         "diurnal",
@@ -57,7 +65,10 @@ TRACES = (
         lambda seed: synthetic.diurnal(70, HOUR, amplitude=0.6, period_s=HOUR, mix=MIX, seed=seed),
     ),
     BenchTrace(
-        "step", "40 → 80 req/s at 30 min", lambda seed: synthetic.step(40, 80, HOUR, mix=MIX, seed=seed)
+        "step",
+        "40 → 80 req/s at 30 min",
+        lambda seed: synthetic.step(40, 80, HOUR, mix=MIX, seed=seed),
+        lambda _seed: synthetic.step_rate(40, 80, HOUR),
     ),
     BenchTrace(
         "poisson",
@@ -87,7 +98,9 @@ def goals(result: ScenarioResult, key: str) -> list[tuple[str, bool, str]]:
     out.append(("GPU-hours <= 1.2x lower bound", ratio <= 1.2, f"{ratio:.2f}x"))
     best = _best_baseline(by, SLO.goodput)
     baselines = [by[b] for b in BASELINES if b in by]
-    if best is not None:
+    if not baselines:
+        pass
+    elif best is not None:
         saving = 1.0 - tg.gpu_hours / best.gpu_hours
         beats_all = all(tg.attainment > b.attainment for b in baselines) and tg.gpu_hours <= best.gpu_hours
         out.append(
@@ -128,26 +141,35 @@ def speed(seed: int = 0) -> tuple[int, float]:
     return len(trace), elapsed
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tailguard.sim.bench", description=__doc__)
-    parser.add_argument("--out", default="out/bench", help="directory for per-trace outputs")
-    parser.add_argument("--traces", default=",".join(t.key for t in TRACES))
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--plots", help="also copy each trace's plots here (e.g. docs/img)")
-    args = parser.parse_args(argv)
-    wanted = {k.strip() for k in args.traces.split(",")}
-    out = Path(args.out)
-    report: dict[str, object] = {}
-    all_met = True
-    for bench in TRACES:
-        if bench.key not in wanted:
-            continue
-        trace = bench.make(args.seed)
-        scenario = Scenario(trace, get_profile(PROFILE), SLO, seed=args.seed)
-        print(f"\n== {bench.key}: {bench.describe} ({len(trace)} requests)", flush=True)
-        result = run(scenario, POLICIES, progress=False)
-        print(table(result.summaries, result.lower_bound_gpu_hours, SLO.goodput))
-        tg = next(s for s in result.summaries if s.policy == "tailguard")
+#: What one replica of the benchmark's profile sustains at the SLO with random routing (measured
+#: with the lower bound's engine: 10 req/s per replica meets the target on 1 to 10 replicas, 11
+#: builds a queue); the idealised policy of ``--frontier`` sizes with it.
+PER_REPLICA = 10.0
+FRONTIER_FLOORS = (4, 5, 6, 7, 8, 9, 10)
+FRONTIER_TAILGUARD: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("", {}),
+    ("burst reserve 0.5", {"burst_reserve": 0.5}),
+    ("burst reserve 1", {"burst_reserve": 1.0}),
+    ("headroom 0.5", {"headroom": 0.5}),
+    ("headroom 1", {"headroom": 1.0}),
+)
+
+
+def _seeds(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def _run_trace(
+    bench: BenchTrace, seed: int, policies: list[str], target: Path, plots: str | None
+) -> tuple[ScenarioResult, list[tuple[str, bool, str]], dict[str, object]]:
+    trace = bench.make(seed)
+    scenario = Scenario(trace, get_profile(PROFILE), SLO, seed=seed)
+    print(f"\n== {bench.key}, seed {seed}: {bench.describe} ({len(trace)} requests)", flush=True)
+    result = run(scenario, policies, progress=False)
+    print(table(result.summaries, result.lower_bound_gpu_hours, SLO.goodput))
+    tg = next((s for s in result.summaries if s.policy == "tailguard"), None)
+    checks: list[tuple[str, bool, str]] = []
+    if tg is not None:
         print("tailguard GPU-hours against:")
         for s in result.summaries:
             if s.policy != "tailguard":
@@ -155,33 +177,168 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'bound':<8} {tg.gpu_hours / result.lower_bound_gpu_hours:5.2f}x")
         checks = goals(result, bench.key)
         for goal, met, measured in checks:
-            all_met &= met
             print(f"  [{'met' if met else 'MISSED'}] {goal}: {measured}")
-        target = out / bench.key
-        target.mkdir(parents=True, exist_ok=True)
-        document = summary_document(
-            result.summaries,
-            lower_bound_gpu_hours=result.lower_bound_gpu_hours,
-            trace={"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s},
-            settings={"describe": bench.describe, "seed": args.seed},
+    target.mkdir(parents=True, exist_ok=True)
+    document = summary_document(
+        result.summaries,
+        lower_bound_gpu_hours=result.lower_bound_gpu_hours,
+        trace={"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s},
+        settings={"describe": bench.describe, "seed": seed},
+    )
+    document["goals"] = [{"goal": g, "met": m, "measured": v} for g, m, v in checks]
+    document["seconds"] = result.seconds
+    write_summary(target / "summary.json", document)
+    write_timeline(target / "timeline.csv", result.runs, SLO)
+    written = write_plots(target, result.runs, SLO)
+    if plots:
+        dest = Path(plots)
+        dest.mkdir(parents=True, exist_ok=True)
+        for plot in written:
+            (dest / f"bench-{bench.key}-{plot.name}").write_bytes(plot.read_bytes())
+    return result, checks, document
+
+
+def _print_spread(key: str, results: list[ScenarioResult]) -> dict[str, object]:
+    rows = spread([r.summaries for r in results], [r.lower_bound_gpu_hours for r in results])
+    seeds = ", ".join(str(r.scenario.seed) for r in results)
+    print(f"\n== {key}: mean [min, max] over seeds {seeds}")
+    print("| policy | attainment | GPU-h | x bound | reversals |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, row in rows.items():
+        print(
+            f"| {name} | {row['attainment'][0]:.4f} [{row['attainment'][1]:.4f}, {row['attainment'][2]:.4f}] "
+            f"| {row['gpu_hours'][0]:.2f} [{row['gpu_hours'][1]:.2f}, {row['gpu_hours'][2]:.2f}] "
+            f"| {row['x_bound'][0]:.2f} [{row['x_bound'][1]:.2f}, {row['x_bound'][2]:.2f}] "
+            f"| {' / '.join(str(int(v)) for v in row['reversals'][3:])} |"
         )
-        document["goals"] = [{"goal": g, "met": m, "measured": v} for g, m, v in checks]
-        document["seconds"] = result.seconds
-        write_summary(target / "summary.json", document)
-        write_timeline(target / "timeline.csv", result.runs, SLO)
-        plots = write_plots(target, result.runs, SLO)
-        if args.plots:
-            dest = Path(args.plots)
-            dest.mkdir(parents=True, exist_ok=True)
-            for plot in plots:
-                (dest / f"bench-{bench.key}-{plot.name}").write_bytes(plot.read_bytes())
-        report[bench.key] = document
-    count, seconds = speed(args.seed)
-    met = seconds <= 30.0
-    all_met &= met
-    verdict = "met" if met else "MISSED"
-    print(f"\nspeed: one hour, {count} requests, tailguard: {seconds:.1f} s [{verdict} <= 30 s]")
-    report["speed"] = {"requests": count, "seconds": seconds}
+    return {"seeds": [r.scenario.seed for r in results], "policies": rows}
+
+
+def _frontier(
+    bench: BenchTrace, results: list[ScenarioResult], out: Path, plots: str | None
+) -> dict[str, object]:
+    """The attainment / GPU-hours frontier on one trace, averaged over the seeds run."""
+    assert bench.rate is not None
+    per_seed: list[list[Point]] = []
+    for result in results:
+        scenario = result.scenario
+        per_seed.append(
+            frontier(
+                scenario,
+                bench.rate(scenario.seed),
+                result.lower_bound,
+                per_replica=PER_REPLICA,
+                floors=FRONTIER_FLOORS,
+                tailguard_settings=FRONTIER_TAILGUARD,
+            )
+        )
+    labels = [p.label for p in per_seed[0]]
+    rows: dict[str, dict[str, list[float]]] = {}
+    print(f"\n== {bench.key}: attainment / GPU-hours frontier, mean [min, max] over {len(results)} seed(s)")
+    print("| policy | attainment | GPU-h |")
+    print("| --- | --- | --- |")
+    for i, label in enumerate(labels):
+        att = [points[i].summary.attainment for points in per_seed]
+        gpu = [points[i].summary.gpu_hours for points in per_seed]
+        rows[label] = {"attainment": att, "gpu_hours": gpu}
+        print(
+            f"| {label} | {np.mean(att):.4f} [{min(att):.4f}, {max(att):.4f}] "
+            f"| {np.mean(gpu):.2f} [{min(gpu):.2f}, {max(gpu):.2f}] |"
+        )
+    path = _plot_frontier(bench.key, rows, out / bench.key / "frontier.png")
+    if plots:
+        dest = Path(plots)
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / f"bench-{bench.key}-frontier.png").write_bytes(path.read_bytes())
+    return {"seeds": [r.scenario.seed for r in results], "points": rows}
+
+
+def _plot_frontier(key: str, rows: dict[str, dict[str, list[float]]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    informed = [
+        (np.mean(v["gpu_hours"]), np.mean(v["attainment"]))
+        for k, v in rows.items()
+        if k.startswith("informed")
+    ]
+    ax.plot(
+        [x for x, _ in informed],
+        [y for _, y in informed],
+        "o-",
+        color="grey",
+        label="informed (ideal reactive), by floor",
+    )
+    for label, values in rows.items():
+        if label.startswith("informed"):
+            continue
+        marker = "s" if label.startswith("tailguard") else "^"
+        ax.plot(np.mean(values["gpu_hours"]), np.mean(values["attainment"]), marker, ms=8, label=label)
+    ax.axhline(SLO.goodput, color="red", ls="--", lw=1, label=f"target {SLO.goodput}")
+    ax.set_xlabel("GPU-hours (mean over seeds)")
+    ax.set_ylabel("attainment (mean over seeds)")
+    ax.set_title(f"{key}: attainment against GPU-hours")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tailguard.sim.bench", description=__doc__)
+    parser.add_argument("--out", default="out/bench", help="directory for per-trace outputs")
+    parser.add_argument("--traces", default=",".join(t.key for t in TRACES))
+    parser.add_argument("--seed", type=int, help="one seed (the same as --seeds N)")
+    parser.add_argument(
+        "--seeds", default="1", help="comma-separated seeds; with more than one, mean and spread are printed"
+    )
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies to run")
+    parser.add_argument(
+        "--frontier",
+        action="store_true",
+        help="also draw attainment against GPU-hours on the traces with a jump (bursty, step): an idealised "
+        "reactive policy at several floors, tailguard with burst reserve and headroom, static and KPA",
+    )
+    parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
+    parser.add_argument("--plots", help="also copy each trace's plots here (e.g. docs/img)")
+    args = parser.parse_args(argv)
+    wanted = {k.strip() for k in args.traces.split(",")}
+    seeds = [args.seed] if args.seed is not None else _seeds(args.seeds)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    out = Path(args.out)
+    report: dict[str, object] = {}
+    all_met = True
+    for bench in TRACES:
+        if bench.key not in wanted:
+            continue
+        results = []
+        documents = []
+        for n, seed in enumerate(seeds):
+            target = out / bench.key if len(seeds) == 1 else out / bench.key / f"seed-{seed}"
+            result, checks, document = _run_trace(
+                bench, seed, policies, target, args.plots if n == 0 else None
+            )
+            all_met &= all(met for _, met, _ in checks)
+            results.append(result)
+            documents.append(document)
+        entry: dict[str, object] = {"runs": documents}
+        if len(seeds) > 1:
+            entry["spread"] = _print_spread(bench.key, results)
+        if args.frontier and bench.rate is not None:
+            entry["frontier"] = _frontier(bench, results, out, args.plots)
+        report[bench.key] = entry if len(seeds) > 1 or args.frontier else documents[0]
+    if not args.no_speed:
+        count, seconds = speed(seeds[0])
+        met = seconds <= 30.0
+        all_met &= met
+        verdict = "met" if met else "MISSED"
+        print(f"\nspeed: one hour, {count} requests, tailguard: {seconds:.1f} s [{verdict} <= 30 s]")
+        report["speed"] = {"requests": count, "seconds": seconds}
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"\nall goals met: {all_met}")

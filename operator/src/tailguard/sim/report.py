@@ -267,3 +267,34 @@ def table(summaries: Sequence[PolicySummary], lower_bound_gpu_hours: float | Non
     if lower_bound_gpu_hours:
         lines.append(f"lower bound: {lower_bound_gpu_hours:.2f} GPU-h   (! = attainment under {goodput})")
     return "\n".join(lines)
+
+
+def spread(
+    runs: Sequence[Sequence[PolicySummary]], bounds: Sequence[float]
+) -> dict[str, dict[str, tuple[float, ...]]]:
+    """Per policy, over several seeds of one trace: (mean, min, max) of attainment, GPU-hours and
+    GPU-hours over the lower bound, and (mean, min, max, then each seed's) direction reversals."""
+    rows: dict[str, dict[str, list[float]]] = {}
+    for summaries, bound in zip(runs, bounds, strict=True):
+        for s in summaries:
+            row = rows.setdefault(
+                s.policy, {"attainment": [], "gpu_hours": [], "x_bound": [], "reversals": []}
+            )
+            row["attainment"].append(s.attainment)
+            row["gpu_hours"].append(s.gpu_hours)
+            row["x_bound"].append(s.gpu_hours / bound if bound > 0 else math.nan)
+            row["reversals"].append(float(s.direction_reversals))
+        row = rows.setdefault(
+            "lower bound", {"attainment": [], "gpu_hours": [], "x_bound": [], "reversals": []}
+        )
+        row["attainment"].append(math.nan)
+        row["gpu_hours"].append(bound)
+        row["x_bound"].append(1.0)
+        row["reversals"].append(0.0)
+    out: dict[str, dict[str, tuple[float, ...]]] = {}
+    for policy, row in rows.items():
+        out[policy] = {}
+        for key, values in row.items():
+            summary = (float(np.mean(values)), float(np.min(values)), float(np.max(values)))
+            out[policy][key] = (*summary, *values) if key == "reversals" else summary
+    return out

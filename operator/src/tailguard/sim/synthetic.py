@@ -128,6 +128,33 @@ def mmpp(
     Sojourns are exponential with the given means. The rate switches within a one-second ramp.
     """
     rng = np.random.default_rng(seed)
+    rate = _mmpp_rate(rng, base_rate, burst_rate, duration_s, base_mean_s, burst_mean_s)
+    name = f"mmpp-{base_rate:g}-{burst_rate:g}"
+    return _trace(name, _inhomogeneous(rng, rate, duration_s), mix, rng)
+
+
+def mmpp_rate(
+    base_rate: float,
+    burst_rate: float,
+    duration_s: float,
+    *,
+    base_mean_s: float = 300.0,
+    burst_mean_s: float = 90.0,
+    seed: int = 0,
+) -> RateFn:
+    """The rate schedule behind ``mmpp`` with the same arguments (for idealised policies)."""
+    rng = np.random.default_rng(seed)
+    return _mmpp_rate(rng, base_rate, burst_rate, duration_s, base_mean_s, burst_mean_s)
+
+
+def _mmpp_rate(
+    rng: np.random.Generator,
+    base_rate: float,
+    burst_rate: float,
+    duration_s: float,
+    base_mean_s: float,
+    burst_mean_s: float,
+) -> RateFn:
     edges = [0.0]
     levels = []
     t, burst = 0.0, False
@@ -145,8 +172,20 @@ def mmpp(
         out: FloatArray = level_arr[idx]
         return out
 
-    name = f"mmpp-{base_rate:g}-{burst_rate:g}"
-    return _trace(name, _inhomogeneous(rng, rate, duration_s), mix, rng)
+    return rate
+
+
+def step_rate(
+    rate_before: float, rate_after: float, duration_s: float, *, at_s: float | None = None
+) -> RateFn:
+    """The rate schedule behind ``step`` with the same arguments."""
+    switch = duration_s / 2.0 if at_s is None else at_s
+
+    def rate(t: FloatArray) -> FloatArray:
+        out: FloatArray = np.where(t < switch, rate_before, rate_after).astype(np.float64)
+        return out
+
+    return rate
 
 
 def step(
@@ -160,12 +199,7 @@ def step(
 ) -> Trace:
     """A load that jumps from ``rate_before`` to ``rate_after`` at ``at_s`` (mid-trace by default)."""
     rng = np.random.default_rng(seed)
-    switch = duration_s / 2.0 if at_s is None else at_s
-
-    def rate(t: FloatArray) -> FloatArray:
-        out: FloatArray = np.where(t < switch, rate_before, rate_after).astype(np.float64)
-        return out
-
+    rate = step_rate(rate_before, rate_after, duration_s, at_s=at_s)
     name = f"step-{rate_before:g}-{rate_after:g}"
     return _trace(name, _inhomogeneous(rng, rate, duration_s), mix, rng)
 
