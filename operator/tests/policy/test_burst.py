@@ -181,3 +181,13 @@ def test_decide_is_deterministic_with_the_new_state() -> None:
     first = decide(run.config, run.state, obs, run.now)
     again = decide(run.config, run.state, obs, run.now)
     assert first == again
+
+
+def test_a_breach_left_over_from_a_drained_queue_cuts_nothing() -> None:
+    # The queue of a burst is gone, but the p99 over the rate window still shows its tail: the
+    # capacity correction and the max batch stay as they are.
+    run = settled(CONFIG, 120.0, 4)
+    run.hold(lambda n: breached(120.0, n, waiting=400.0 * n), 60)
+    run.hold(lambda n: healthy(120.0, n, p99_tpot_s=0.08, p99_ttft_s=0.9, goodput=0.95), 90)
+    assert run.state.capacity_scale >= 1.0
+    assert run.max_batch == 256

@@ -197,6 +197,11 @@ def decide(
         trend = state.rate_trend + _TREND_GAIN * ((level - state.rate_level) / elapsed - state.rate_trend)
     level = max(0.0, level)
 
+    # The p99s span the rate window: a breach read within one window of a queue may be only that
+    # queue's tail, already gone. Such a breach says nothing about the model or the max batch.
+    queue_at = now if waiting > max(1, derived.serving) else state.queue_seen_at
+    queue_gone = queue_at is None or now - queue_at > config.rate_window_s
+
     model = step_model(fit, floor)
     if not derived.fit_material and derived.batch is not None and derived.step_s is not None:
         # Without the latency mean the step is running ÷ token rate, which moves with the running
@@ -211,7 +216,7 @@ def decide(
         steady = surge <= _SURGE and trend * config.startup_s <= _TREND_SIGNIFICANT * max(level, 1e-9)
         # A breach with a queue is saturation, sized from what the replicas finish; a breach
         # without one at a steady load and a settled fleet means the model promised too much.
-        if broken and settled and steady and waiting <= 0:
+        if broken and settled and steady and waiting <= 0 and queue_gone:
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
@@ -380,7 +385,7 @@ def decide(
     last_change = state.last_max_batch_change_at
     if model is not None and cap is not None and per_replica is not None and not idle:
         proposal = None
-        if settled and not (broken and waiting > 0):
+        if settled and not (broken and waiting > 0) and (queue_gone or not broken):
             proposal = _tune_max_batch(config, obs, model, cap, offset, derived, demand, scale, out_tokens)
         if proposal is not None:
             new_batch, why = proposal
@@ -434,6 +439,7 @@ def decide(
         last_breach_at=last_breach,
         in_flight=in_flight_history,
         load_peaks=peaks,
+        queue_seen_at=queue_at,
     )
     decision = Decision(
         replicas=final,
@@ -533,7 +539,12 @@ def _in_flight_change(
     t, then, serving_then = min(usable, key=lambda row: abs(row[0] - start))
     if serving < serving_then:
         return None
-    return (in_flight - then) / (sample_time - t)
+    # Requests in flight jitter by about the square root of their number (arrivals and
+    # finishes are random): only the change beyond twice that is a trend of arrivals.
+    change = in_flight - then
+    noise = 2.0 * math.sqrt(max(0.0, in_flight) + max(0.0, then))
+    change = math.copysign(max(0.0, abs(change) - noise), change)
+    return change / (sample_time - t)
 
 
 def _capacity(

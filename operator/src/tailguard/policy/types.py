@@ -192,6 +192,8 @@ class PolicyState:
     #: ``(time, load)`` of the largest loads within ``burst_memory_s`` (a newer one as large
     #: replaces an older one), for the burst reserve.
     load_peaks: tuple[tuple[float, float], ...] = ()
+    #: When requests last queued (more than one waiting per serving replica).
+    queue_seen_at: float | None = None
 
     def to_json(self) -> str:
         """Compact JSON; ``from_json`` reads it back to an equal state."""
