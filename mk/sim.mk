@@ -1,5 +1,5 @@
 # The fleet simulator and its benchmark (operator/src/tailguard/sim).
-.PHONY: bench bench-quick simulate-example
+.PHONY: bench bench-quick bench-seeds simulate-example
 
 BENCH_OUT ?= out/bench
 
@@ -8,6 +8,10 @@ bench: venv ## run every policy on the synthetic benchmark traces and print the 
 
 bench-quick: venv ## the benchmark on the stationary trace only (the no-flapping goal and the speed figure)
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --traces poisson
+
+bench-seeds: venv ## tailguard, KPA and static over seeds 1-3 (mean and spread) and the frontier under jumps (about 5 min)
+	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT)-seeds --seeds 1,2,3 --policies tailguard,kpa,static \
+		--frontier --no-speed
 
 simulate-example: venv ## a 20-minute bursty trace through every policy, outputs in out/simulate
 	$(PY) -m tailguard.sim --synthetic bursty --rate 30 --peak-rate 80 --duration-s 1200 \
