@@ -105,6 +105,12 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", "--services", type=int, default=int(os.environ.get("N", "500")))
@@ -190,8 +196,11 @@ def main() -> int:
         else:
             raise RuntimeError("the operator did not see every service within 10 minutes")
         before = scrape(metrics_url)
+        cpu_before, load_before = cpu_seconds(operator.pid), os.getloadavg()[0]
         time.sleep(args.measure_s)
         after = scrape(metrics_url)
+        cpu = cpu_seconds(operator.pid) - cpu_before
+        load = (load_before + os.getloadavg()[0]) / 2
         cycles = total(after, "tailguard_loop_duration_seconds_count") - total(
             before, "tailguard_loop_duration_seconds_count"
         )
@@ -213,6 +222,11 @@ def main() -> int:
             "mean_cycle_s": seconds / cycles if cycles else None,
             "mean_read_s": phase("read", "sum") / cycles if cycles else None,
             "mean_act_s": phase("act", "sum") / cycles if cycles else None,
+            # The operator's own CPU (every thread: kopf's watches, the loop, /metrics) per cycle,
+            # and its share of one core: what the cycle costs apart from waiting for a core.
+            "cpu_per_cycle_s": round(cpu / cycles, 3) if cycles else None,
+            "cpu_cores_used": round(cpu / args.measure_s, 3),
+            "machine_load_average": round(load, 2),
             # Over the whole run: a window boundary can fall between a cycle's queries and its end.
             "queries_per_cycle": total(after, "tailguard_prometheus_queries_total")
             / max(1.0, total(after, "tailguard_loop_duration_seconds_count")),

@@ -32,7 +32,8 @@ class AutoscaleInput:
     workload: Workload
     signals: ServiceSignals
     deployment: dict[str, Any] | None
-    state_json: str | None
+    #: The policy's state from the last step, or None when nothing was recorded (cautious start).
+    state: policy.PolicyState | None
     now: float
     now_iso: str
     metrics_ok: bool
@@ -43,11 +44,16 @@ class AutoscaleResult:
     """What the loop must write and post."""
 
     decision: policy.Decision
-    state_json: str
+    state: policy.PolicyState
     status_patch: dict[str, Any] = field(default_factory=dict)
     events: list[EventNote] = field(default_factory=list)
     apply: bool = False
     persist_state: bool = False
+
+    @property
+    def state_json(self) -> str:
+        """The state as stored in the policy-state annotation (serialized only when written)."""
+        return self.state.to_json()
 
 
 def policy_config(isvc: InferenceService) -> policy.PolicyConfig:
@@ -223,7 +229,7 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
         replicas, batch = isvc.spec.replicas, isvc.spec.engine.max_num_seqs
     config = policy_config(isvc)
     obs = observation(inp, replicas, batch)
-    decision, new_state = policy.decide(config, policy.PolicyState.from_json(inp.state_json), obs, inp.now)
+    decision, new_state = policy.decide(config, inp.state or policy.PolicyState(), obs, inp.now)
     fresh = is_fresh(inp, config)
 
     writers = foreign_replica_writers(inp.deployment)
@@ -232,9 +238,9 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     if changes_batch and inp.workload.rollout_in_progress:
         changes_batch = False  # never start a restart during another rollout
     act = mode is AutoscalingMode.AUTO and not writers and (changes_replicas or changes_batch)
-    result = AutoscaleResult(decision=decision, state_json=new_state.to_json())
+    result = AutoscaleResult(decision=decision, state=new_state)
     result.apply = act
-    result.persist_state = act or inp.state_json is None
+    result.persist_state = act or inp.state is None
 
     patch: dict[str, Any] = {}
     new_replicas = decision.replicas if changes_replicas else replicas

@@ -1,7 +1,9 @@
 """The control loop: every cycle, read Prometheus once for all services, then decide and act per service.
 
 Reads come from Prometheus (one query per signal) and from the :class:`Inventory` (watch-fed), so a
-cycle's cost in API calls is the writes it makes. Blocking API writes run in worker threads.
+cycle's cost in API calls is the writes it makes. Decisions are computed on the event loop, a slice
+at a time so kopf's handlers keep running; only the blocking API writes go to worker threads, and
+only for services that have something to write.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from tailguard.api import (
     API_VERSION,
     DEFAULT_VLLM_IMAGE,
     KIND,
     AutoscalingMode,
+    InferenceService,
     InvalidResourceError,
     parse_inference_service,
 )
@@ -30,9 +34,10 @@ from tailguard.k8s.labels import POLICY_STATE_ANNOTATION
 from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope, all_queries
 from tailguard.metrics.signals import Cycle, read_cycle, signals_for
-from tailguard.reconcile.autoscale import AutoscaleInput, autoscale, record_telemetry
+from tailguard.policy import PolicyState
+from tailguard.reconcile.autoscale import AutoscaleInput, AutoscaleResult, autoscale, record_telemetry
 from tailguard.reconcile.children import sync_children
-from tailguard.reconcile.inventory import Inventory, Key
+from tailguard.reconcile.inventory import Inventory, Key, ServiceView
 from tailguard.reconcile.service import reconcile, write_status
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
@@ -46,6 +51,8 @@ STATE_PERSIST_INTERVAL_S = 300.0
 #: Done here rather than with a kopf timer: kopf guards timers with a finalizer, which would make
 #: deleting an InferenceService hang whenever the operator is down.
 RESYNC_INTERVAL_S = 30.0
+#: Decisions computed between two yields to the event loop (kopf's watches share it).
+DECISIONS_PER_SLICE = 25
 
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
@@ -66,6 +73,21 @@ class CycleReport:
     query_errors: int = 0
     duration_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One service's decision, computed; what remains is to write it."""
+
+    key: Key
+    view: ServiceView
+    result: AutoscaleResult
+    persist_state: bool
+
+    @property
+    def writes_nothing(self) -> bool:
+        r = self.result
+        return not (r.status_patch or r.apply or r.events or self.persist_state)
 
 
 class ControlLoop:
@@ -97,7 +119,10 @@ class ControlLoop:
         self.default_image = default_image
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tailguard-step")
         self._last_run: dict[Key, float] = {}
-        self._states: dict[Key, str] = {}
+        self._states: dict[Key, PolicyState] = {}
+        #: The last parsed spec of each service, with the body it was parsed from (bodies are
+        #: replaced, never mutated, so identity says whether it is still current).
+        self._parsed: dict[Key, tuple[Any, InferenceService | None]] = {}
         self._persisted_at: dict[Key, float] = {}
         self._resynced_at: dict[Key, float] = {}
 
@@ -147,25 +172,40 @@ class ControlLoop:
         read_done = time.perf_counter()
         running = asyncio.get_running_loop()
 
-        async def guarded(key: Key, work: Callable[[], int], counts_as_decision: bool) -> None:
+        async def guarded(key: Key, work: Callable[[], int]) -> None:
             try:
                 written = await running.run_in_executor(self._workers, work)
                 report.writes += written  # not `+= await`: that reads the total before awaiting
-                report.decided += int(counts_as_decision)
             except Exception as exc:  # one service's failure must not stop the others
                 log.exception("control step for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
 
-        for key in due:
+        writes: list[Callable[[], int]] = []
+        write_keys: list[Key] = []
+        for index, key in enumerate(due):
             self._last_run[key] = now
-        await asyncio.gather(
-            *(
-                guarded(k, functools.partial(self._step, k, cycle, now), True)
-                for k in due
-                if cycle is not None
-            ),
-            *(guarded(k, functools.partial(self._resync, k, now), False) for k in resync),
-        )
+            if cycle is None:
+                continue
+            if index and index % DECISIONS_PER_SLICE == 0:
+                await asyncio.sleep(0)
+            try:
+                step = self._decide(key, cycle, now)
+            except Exception as exc:  # one service's failure must not stop the others
+                log.exception("decision for %s/%s failed", *key)
+                report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
+                continue
+            report.decided += 1
+            if step is None:
+                continue
+            if step.writes_nothing:
+                self._states[key] = step.result.state
+            else:
+                writes.append(functools.partial(self._write, step, now))
+                write_keys.append(key)
+        for key in resync:
+            writes.append(functools.partial(self._resync, key, now))
+            write_keys.append(key)
+        await asyncio.gather(*(guarded(k, w) for k, w in zip(write_keys, writes, strict=True)))
         finished = time.perf_counter()
         report.duration_s = finished - started
         if due:
@@ -183,6 +223,7 @@ class ControlLoop:
         for gone in (set(self._last_run) | set(self._resynced_at)) - present:
             self._last_run.pop(gone, None)
             self._states.pop(gone, None)
+            self._parsed.pop(gone, None)
             self._persisted_at.pop(gone, None)
             self._resynced_at.pop(gone, None)
             self.telemetry.forget(*gone)
@@ -208,16 +249,26 @@ class ControlLoop:
             self.post_event(key[0], key[1], note)
         return int(bool(result.status_patch)) + len(result.events)
 
-    def _step(self, key: Key, cycle: Cycle, now: float) -> int:
+    def _spec(self, key: Key, view: ServiceView) -> InferenceService | None:
+        """The parsed spec of ``view`` (None when invalid), parsed once per version of the body."""
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] is view.body:
+            return cached[1]
+        try:
+            isvc: InferenceService | None = parse_inference_service(view.body)
+        except InvalidResourceError:
+            isvc = None  # the spec handler reports InvalidSpec; nothing to decide on
+        self._parsed[key] = (view.body, isvc)
+        return isvc
+
+    def _decide(self, key: Key, cycle: Cycle, now: float) -> _Step | None:
+        """Compute one service's decision and what it needs written; no I/O."""
         view = self.inventory.view(key)
         if view is None:  # deleted while the cycle ran
-            return 0
-        try:
-            isvc = parse_inference_service(view.body)
-        except InvalidResourceError:
-            return 0  # the spec handler reports InvalidSpec; nothing to decide on
-        if isvc.spec.autoscaling.mode is AutoscalingMode.OFF:
-            return 0
+            return None
+        isvc = self._spec(key, view)
+        if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.OFF:
+            return None
         slo = isvc.spec.slo
         signals = signals_for(
             cycle,
@@ -226,20 +277,31 @@ class ControlLoop:
             tpot_slo_s=slo.tpot_p99_ms / 1000.0 if slo.tpot_p99_ms is not None else None,
         )
         workload = observe_workload(view.deployment, list(view.pods.values()))
-        state_json = self._states.get(key) or isvc.metadata.annotations.get(POLICY_STATE_ANNOTATION)
+        state = self._states.get(key)
+        if state is None:
+            stored = isvc.metadata.annotations.get(POLICY_STATE_ANNOTATION)
+            state = PolicyState.from_json(stored) if stored else None
         result = autoscale(
             AutoscaleInput(
                 isvc=isvc,
                 workload=workload,
                 signals=signals,
                 deployment=view.deployment,
-                state_json=state_json,
+                state=state,
                 now=now,
                 now_iso=iso(now),
                 metrics_ok=cycle.ok,
             )
         )
         record_telemetry(self.telemetry, key, isvc, workload, signals, result)
+        persist = (
+            result.persist_state or now - self._persisted_at.get(key, -math.inf) >= STATE_PERSIST_INTERVAL_S
+        )
+        return _Step(key=key, view=view, result=result, persist_state=persist)
+
+    def _write(self, step: _Step, now: float) -> int:
+        """Write one decision: status (conditional on the version decided from), state, Deployment, Events."""
+        key, view, result = step.key, step.view, step.result
         writes = 0
         namespace, name = key
         if result.status_patch:
@@ -258,8 +320,8 @@ class ControlLoop:
                 self._last_run.pop(key, None)
                 return 0
             writes += 1
-        self._states[key] = result.state_json
-        if result.persist_state or now - self._persisted_at.get(key, -math.inf) >= STATE_PERSIST_INTERVAL_S:
+        self._states[key] = result.state
+        if step.persist_state:
             self._persisted_at[key] = now
             self.cluster.patch_metadata(
                 API_VERSION,
