@@ -290,6 +290,71 @@ def test_kubectl_scale_in_mode_off_resizes_the_deployment(
     assert scale["status"]["selector"] == f"{SERVICE_LABEL}={name}"
 
 
+def _template_seqs(obj: dict[str, Any]) -> str | None:
+    """The ``--max-num-seqs`` of a Deployment's template or of a pod."""
+    spec = obj.get("spec") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or spec
+    args = [str(a) for a in (pod_spec.get("containers") or [{}])[0].get("args") or []]
+    return args[args.index("--max-num-seqs") + 1] if "--max-num-seqs" in args else None
+
+
+def test_a_spec_changed_mid_rollout_converges_to_the_last_spec(
+    kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
+) -> None:
+    name = "llama-8b-chat"
+    manifest = _off(examples[name], 3)
+    manifest["spec"].setdefault("engine", {})["maxNumSeqs"] = 64
+    _create(kube, namespace, manifest)
+    wait_for(
+        "3 pods Running and Ready",
+        lambda: len([p for p in _pods(kube, namespace, name) if _running_ready(p)]) == 3,
+        timeout=60,
+        details=lambda: kube.describe_namespace(namespace),
+    )
+    # Phase: a change that rolls every pod, then, while that rollout runs, two more.
+    kube.patch(*ISVC, name, {"spec": {"engine": {"maxNumSeqs": 32}}}, namespace)
+    wait_for(
+        "the rollout to 32 to start",
+        lambda: _template_seqs(kube.get(*DEPLOYMENT, name, namespace) or {}) == "32",
+        timeout=30,
+    )
+    kube.patch(*ISVC, name, {"spec": {"engine": {"maxNumSeqs": 48}, "replicas": 2}}, namespace)
+
+    def converged() -> bool:
+        dep = kube.get(*DEPLOYMENT, name, namespace) or {}
+        st = dep.get("status") or {}
+        pods = _pods(kube, namespace, name)
+        return (
+            _template_seqs(dep) == "48"
+            and (dep.get("spec") or {}).get("replicas") == 2
+            and st.get("updatedReplicas") == st.get("readyReplicas") == st.get("replicas") == 2
+            and len(pods) == 2
+            and all(_running_ready(p) and _template_seqs(p) == "48" for p in pods)
+        )
+
+    wait_for(
+        "the Deployment and every pod to carry the last spec (2 replicas, max batch 48)",
+        converged,
+        timeout=120,
+        details=lambda: kube.describe_namespace(namespace),
+    )
+    wait_for(
+        "status to report the last spec",
+        lambda: (
+            (st := _status(kube, namespace, name)).get("maxNumSeqs") == 48 and st.get("readyReplicas") == 2
+        ),
+        timeout=STATUS_TIMEOUT,
+        details=lambda: json.dumps(_status(kube, namespace, name), indent=2),
+    )
+    # Settled: nothing keeps rolling (the Deployment's generation stays put).
+    generation = (kube.get(*DEPLOYMENT, name, namespace) or {})["metadata"]["generation"]
+    stays(
+        "the Deployment's generation to stay put",
+        lambda: (kube.get(*DEPLOYMENT, name, namespace) or {})["metadata"]["generation"] == generation,
+        duration=10,
+    )
+
+
 def test_deleting_the_service_garbage_collects_its_children(
     kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
 ) -> None:
