@@ -1,8 +1,11 @@
 """Fixtures of the end-to-end scenarios: a real Prometheus, the simulated fleet, the autoscaling operator.
 
-Scenario time is wall time: the operator decides every 5 s (the shortest interval the API allows),
-Prometheus scrapes every second and the operator's ``rate()`` window is 10 s, so a scenario that
-would take minutes on a production cadence (15 s, 2 m) takes tens of seconds here.
+Scenario time is wall time, on a faster cadence: the operator decides every 5 s (the shortest
+interval the API allows) instead of the default 15 s, Prometheus scrapes every second and the
+operator's ``rate()`` window is 10 s instead of 2 m, so a scenario that would take minutes on the
+production cadence takes tens of seconds here. The fleet, Prometheus and the operator all read the
+same wall clock, so they agree on it. Where a scenario speaks of production time (five minutes of
+steady load) it counts decision intervals: 20 intervals are five minutes at the default 15 s.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from lib.kube import Kube
 from lib.operator import Identity, OperatorProcess
 from lib.wait import wait_for
 from tailguard.fleet.server import FleetServer
+from tailguard.sim.synthetic import TokenMix
 
 ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
 RATE_WINDOW = "10s"
@@ -39,9 +43,18 @@ class FleetHandle:
         with self.server.lock:
             self.server.fleet.set_rate(self.namespace, service, rate)
 
+    def set_mix(self, service: str, mix: TokenMix) -> None:
+        with self.server.lock:
+            self.server.fleet.set_mix(self.namespace, service, mix)
+
     def ready_engines(self, service: str) -> int:
         with self.server.lock:
             return len(self.server.fleet.ready_pods(self.namespace, service))
+
+    def max_batches(self, service: str) -> set[int]:
+        """The ``--max-num-seqs`` of every engine serving ``service``."""
+        with self.server.lock:
+            return self.server.fleet.max_batches(self.namespace, service)
 
 
 @pytest.fixture

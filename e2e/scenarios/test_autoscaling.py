@@ -16,6 +16,7 @@ from cluster.prometheus import Prometheus
 from lib.kube import Kube, condition
 from lib.operator import OperatorProcess
 from lib.wait import wait_for
+from tailguard.sim.synthetic import DECODE_HEAVY
 
 from .conftest import ISVC, FleetHandle, PrometheusGate
 
@@ -26,7 +27,14 @@ INTERVAL_S = 5
 
 
 def service(
-    namespace: str, *, mode: str = "Auto", replicas: int = 1, gpus: int = 1, **autoscaling: Any
+    namespace: str,
+    *,
+    mode: str = "Auto",
+    replicas: int = 1,
+    gpus: int = 1,
+    engine: dict[str, Any] | None = None,
+    slo: dict[str, Any] | None = None,
+    **autoscaling: Any,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "tailguard.dev/v1alpha1",
@@ -34,10 +42,10 @@ def service(
         "metadata": {"name": NAME, "namespace": namespace},
         "spec": {
             "model": {"name": "e2e/llama-8b"},
-            "engine": {"maxNumSeqs": 64, "startupTimeoutSeconds": 60},
+            "engine": {"maxNumSeqs": 64, "startupTimeoutSeconds": 60, **(engine or {})},
             "resources": {"gpus": gpus, "cpu": "1", "memory": "1Gi"},
             "replicas": replicas,
-            "slo": {"ttftP99Ms": 500, "goodputTarget": 0.95},
+            "slo": {"ttftP99Ms": 500, "goodputTarget": 0.95, **(slo or {})},
             "autoscaling": {
                 "mode": mode,
                 "minReplicas": 1,
@@ -98,8 +106,8 @@ def test_steady_load_inside_the_slo_changes_nothing(
 ) -> None:
     start_serving(kube, namespace, fleet, rate=8)
     wait_condition(kube, namespace, "SLOMet", "True", timeout=60)
-    # Phase: hold the load for 12 decision intervals.
-    deadline = time.monotonic() + 12 * INTERVAL_S
+    # Phase: hold the load for 20 decision intervals (five minutes at the default 15 s cadence).
+    deadline = time.monotonic() + 20 * INTERVAL_S
     while time.monotonic() < deadline:
         assert deployment_replicas(kube, namespace) == 1
         time.sleep(2)
@@ -236,3 +244,76 @@ def test_operator_killed_after_scaling_resumes_without_repeating(
     messages = [e["message"] for e in events(kube, namespace, "Scaled")]
     transitions = [m.split(":")[0] for m in messages]
     assert transitions.count(first.split(":")[0]) == 1, messages
+
+
+def max_num_seqs_of(manifest: dict[str, Any] | None) -> int | None:
+    """The ``--max-num-seqs`` of a Deployment's or ReplicaSet's pod template."""
+    containers = ((((manifest or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or [{}]
+    args = [str(a) for a in containers[0].get("args") or []]
+    return int(args[args.index("--max-num-seqs") + 1]) if "--max-num-seqs" in args else None
+
+
+def test_tpot_broken_with_ttft_fine_lowers_max_batch_in_one_rolling_update(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
+) -> None:
+    # Long answers (256 tokens each) at a load that fills a batch of 256 far enough to break a
+    # 20 ms TPOT, while prompts are short and nothing queues, so TTFT stays well inside its SLO.
+    fleet.set_mix(NAME, DECODE_HEAVY)
+    start_serving(
+        kube,
+        namespace,
+        fleet,
+        rate=18,
+        replicas=2,
+        minReplicas=2,
+        maxReplicas=3,
+        engine={"maxNumSeqs": 256},
+        slo={"tpotP99Ms": 20},
+        maxBatch={"min": 16, "max": 256, "minChangeIntervalSeconds": 600},
+    )
+    # Phase: the operator sees TPOT over its SLO with TTFT fine, and lowers the max batch (after the
+    # fleet has settled for two minutes: the policy does not retune on a fresh fleet).
+    changed = wait_for(
+        "a max-batch change",
+        lambda: events(kube, namespace, "MaxBatchChanged"),
+        timeout=240,
+        interval=1,
+        details=lambda: str(status(kube, namespace).get("lastDecision")),
+    )
+    message = changed[0]["message"]
+    assert message.startswith("max batch 256→"), message
+    assert "TPOT" in message, message
+    lowered = int(message.split("→")[1].split(":")[0])
+    assert 16 <= lowered < 256
+    observed = status(kube, namespace).get("observed") or {}
+    assert (observed.get("p99TtftMs") or 0) < 500, f"TTFT was fine: {observed}"
+    # Phase: one rolling update carries it: the template has the new flag, a single new ReplicaSet
+    # replaces the old one, and every serving engine ends up restarted with it.
+    assert max_num_seqs_of(kube.get("apps/v1", "Deployment", NAME, namespace)) == lowered
+
+    def rolled() -> bool:
+        dep = kube.get("apps/v1", "Deployment", NAME, namespace) or {}
+        st = dep.get("status") or {}
+        want = (dep.get("spec") or {}).get("replicas")
+        return bool(want) and st.get("updatedReplicas") == want == st.get("readyReplicas") == st.get(
+            "replicas"
+        )
+
+    wait_for("the rollout to finish", rolled, timeout=120, interval=1)
+    replica_sets = [
+        rs for rs in kube.list("apps/v1", "ReplicaSet", namespace)
+        if (rs["metadata"].get("labels") or {}).get("tailguard.dev/inference-service") == NAME
+    ]  # fmt: skip
+    batches = sorted(max_num_seqs_of(rs) or 0 for rs in replica_sets)
+    assert batches == [lowered, 256], f"one rollout from 256 to {lowered}, saw ReplicaSets {batches}"
+    wait_for(
+        "engines restarted with the new max batch",
+        lambda: fleet.max_batches(NAME) == {lowered},
+        timeout=60,
+        details=lambda: str(fleet.max_batches(NAME)),
+    )
+    # Phase: no second change inside the declared interval.
+    time.sleep(3 * INTERVAL_S)
+    assert len(events(kube, namespace, "MaxBatchChanged")) == 1
