@@ -373,3 +373,21 @@ def test_after_a_breach_scale_down_waits_for_the_declared_window_only() -> None:
     )
     assert config.scale_down_stabilization_s == 30
     assert config.burst_hold_s == 30
+
+
+def test_the_policy_reasons_over_the_window_the_rates_are_read_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailguard import policy
+
+    seen: list[float] = []
+    decide = policy.decide
+
+    def spy(config: policy.PolicyConfig, *args: Any) -> Any:
+        seen.append(config.rate_window_s)
+        return decide(config, *args)
+
+    monkeypatch.setattr(policy, "decide", spy)
+    harness = Harness(FakePrometheus())
+    harness.loop.scope = QueryScope(rate_window="10s")
+    harness.add()
+    harness.run()
+    assert seen == [10.0]

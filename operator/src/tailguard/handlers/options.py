@@ -9,6 +9,19 @@ import re
 from tailguard.api import DEFAULT_VLLM_IMAGE, IMAGE_PATTERN
 
 
+def _rate_window(text: str) -> str:
+    """A ``--rate-window`` value: a Prometheus duration of at least one second."""
+    from tailguard.metrics.promql import duration_seconds
+
+    try:
+        seconds = duration_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (e.g. 2m, 90s)") from None
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is shorter than one second")
+    return text
+
+
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"TAILGUARD_{name}", default)
 
@@ -89,6 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rate-window",
+        type=_rate_window,
         default=_env("RATE_WINDOW", "2m"),
         help="PromQL rate() window; at least two scrape intervals",
     )

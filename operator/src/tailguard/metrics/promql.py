@@ -6,6 +6,7 @@ number of queries does not grow with the number of services.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -35,6 +36,20 @@ def escape_label_value(value: str) -> str:
     return f'"{escaped}"'
 
 
+_DURATION_UNITS = {
+    "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0,
+}  # fmt: skip
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+
+
+def duration_seconds(text: str) -> float:
+    """A Prometheus duration (``10s``, ``2m``, ``1h30m``) in seconds; ``ValueError`` if malformed."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a Prometheus duration: {text!r}")
+    return sum(int(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
 @dataclass(frozen=True)
 class QueryScope:
     """Which series the queries read and how they group them."""
@@ -46,6 +61,11 @@ class QueryScope:
     #: The ``rate()`` window; it must span at least two scrape intervals.
     rate_window: str = "2m"
     extra_matchers: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def rate_window_s(self) -> float:
+        """The ``rate()`` window in seconds (the policy reasons about what the rates lag by)."""
+        return duration_seconds(self.rate_window)
 
     @property
     def group(self) -> str:

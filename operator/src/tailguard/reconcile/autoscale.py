@@ -37,6 +37,8 @@ class AutoscaleInput:
     now: float
     now_iso: str
     metrics_ok: bool
+    #: The ``rate()`` window of the queries behind ``signals``, in seconds.
+    rate_window_s: float = 120.0
 
 
 @dataclass
@@ -56,8 +58,8 @@ class AutoscaleResult:
         return self.state.to_json()
 
 
-def policy_config(isvc: InferenceService) -> policy.PolicyConfig:
-    """The policy's view of the spec."""
+def policy_config(isvc: InferenceService, *, rate_window_s: float = 120.0) -> policy.PolicyConfig:
+    """The policy's view of the spec (and of the window the rates are read over)."""
     spec = isvc.spec
     return policy.PolicyConfig(
         min_replicas=spec.autoscaling.min_replicas,
@@ -73,6 +75,7 @@ def policy_config(isvc: InferenceService) -> policy.PolicyConfig:
         max_batch_max=spec.autoscaling.max_batch.max,
         max_batch_tuning=spec.autoscaling.max_batch.enabled,
         max_batch_change_interval_s=float(spec.autoscaling.max_batch.min_change_interval_seconds),
+        rate_window_s=rate_window_s,
     )
 
 
@@ -227,7 +230,7 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     if mode is not AutoscalingMode.AUTO:
         # DryRun advises from where the spec puts the service.
         replicas, batch = isvc.spec.replicas, isvc.spec.engine.max_num_seqs
-    config = policy_config(isvc)
+    config = policy_config(isvc, rate_window_s=inp.rate_window_s)
     obs = observation(inp, replicas, batch)
     decision, new_state = policy.decide(config, inp.state or policy.PolicyState(), obs, inp.now)
     fresh = is_fresh(inp, config)

@@ -291,6 +291,7 @@ class ControlLoop:
                 now=now,
                 now_iso=iso(now),
                 metrics_ok=cycle.ok,
+                rate_window_s=self.scope.rate_window_s,
             )
         )
         record_telemetry(self.telemetry, key, isvc, workload, signals, result)
