@@ -140,6 +140,15 @@ def main() -> int:
     manifest = load_yaml_documents(HERE / "demo.yaml")[0]
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    # A run right after another must not apply onto the earlier run's service while it is deleted.
+    wait_for(
+        "the previous run's InferenceService and pods to be gone",
+        lambda: (
+            kube.get(*ISVC, name, namespace) is None
+            and not kube.list("v1", "Pod", namespace, labels={"tailguard.dev/inference-service": name})
+        ),
+        timeout=180,
+    )
 
     print("== starting the simulated vLLM fleet and Prometheus ==", flush=True)
     fleet, _ = start_fleet(cluster.kubeconfig, namespace, out / "targets.json", seed=3)

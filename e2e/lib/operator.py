@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from cluster.control_plane import _die_with_parent
 from lib.kube import Kube
 from lib.wait import wait_for
 
@@ -221,6 +222,8 @@ class OperatorProcess:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                # Killed with its parent (a demo or test run stopped hard leaves no operator acting).
+                preexec_fn=_die_with_parent,
             )
         wait_for(
             f"the operator's liveness endpoint {self.liveness_url}",
