@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from tailguard.contract.vllm import KV_CACHE_USAGE_METRICS, SERVICE_LABEL, VllmMetric
 
@@ -62,9 +63,9 @@ class QueryScope:
     rate_window: str = "2m"
     extra_matchers: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
-    @property
+    @cached_property
     def rate_window_s(self) -> float:
-        """The ``rate()`` window in seconds (the policy reasons about what the rates lag by)."""
+        """The ``rate()`` window in seconds (the policy reasons about what the rates lag by); parsed once."""
         return duration_seconds(self.rate_window)
 
     @property

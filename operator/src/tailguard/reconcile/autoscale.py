@@ -38,7 +38,7 @@ class AutoscaleInput:
     now_iso: str
     metrics_ok: bool
     #: The ``rate()`` window of the queries behind ``signals``, in seconds.
-    rate_window_s: float = 120.0
+    rate_window_s: float
 
 
 @dataclass
@@ -58,7 +58,9 @@ class AutoscaleResult:
         return self.state.to_json()
 
 
-def policy_config(isvc: InferenceService, *, rate_window_s: float = 120.0) -> policy.PolicyConfig:
+def policy_config(
+    isvc: InferenceService, *, rate_window_s: float = policy.PolicyConfig.rate_window_s
+) -> policy.PolicyConfig:
     """The policy's view of the spec (and of the window the rates are read over)."""
     spec = isvc.spec
     return policy.PolicyConfig(

@@ -180,8 +180,7 @@ class ControlLoop:
                 log.exception("control step for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
 
-        writes: list[Callable[[], int]] = []
-        write_keys: list[Key] = []
+        writes: list[tuple[Key, Callable[[], int]]] = []
         for index, key in enumerate(due):
             self._last_run[key] = now
             if cycle is None:
@@ -200,12 +199,9 @@ class ControlLoop:
             if step.writes_nothing:
                 self._states[key] = step.result.state
             else:
-                writes.append(functools.partial(self._write, step, now))
-                write_keys.append(key)
-        for key in resync:
-            writes.append(functools.partial(self._resync, key, now))
-            write_keys.append(key)
-        await asyncio.gather(*(guarded(k, w) for k, w in zip(write_keys, writes, strict=True)))
+                writes.append((key, functools.partial(self._write, step, now)))
+        writes.extend((key, functools.partial(self._resync, key, now)) for key in resync)
+        await asyncio.gather(*(guarded(key, work) for key, work in writes))
         finished = time.perf_counter()
         report.duration_s = finished - started
         if due:

@@ -27,14 +27,17 @@ class Slo:
 
 
 class Tailguard:
-    """tailguard's ``decide``, with its state stored as JSON between calls (as in the annotation)."""
+    """tailguard's ``decide``, with its state stored as JSON between calls (as in the annotation).
+
+    It reads the modelled Prometheus over ``config.rate_window_s``, the window the policy reasons with.
+    """
 
     name = "tailguard"
 
-    def __init__(self, config: PolicyConfig, *, window_s: float = 120.0) -> None:
+    def __init__(self, config: PolicyConfig) -> None:
         self.config = config
         self.interval_s = config.interval_s
-        self.window_s = window_s
+        self.window_s = config.rate_window_s
         self.state_json: str | None = None
         self.reasons: Counter[str] = Counter()
 

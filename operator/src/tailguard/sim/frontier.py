@@ -73,9 +73,7 @@ def frontier(
         points.append(Point(f"informed, floor {floor}", summarise(run, scenario.slo)))
     for label, overrides in tailguard_settings:
         config = replace(scenario.policy_config(), **overrides)
-        run = simulate(
-            scenario.trace, Tailguard(config, window_s=max(120.0, 4 * scenario.scrape_interval_s)), fleet
-        )
+        run = simulate(scenario.trace, Tailguard(config), fleet)
         points.append(Point(f"tailguard {label}".strip(), summarise(run, scenario.slo)))
     for name in baselines:
         run = simulate(scenario.trace, build(name, scenario, bound), fleet)

@@ -58,6 +58,8 @@ class Scenario:
             max_batch_min=self.max_batch_min,
             max_batch_max=self.max_batch_max,
             startup_s=self.cold_start_s * 1.5,
+            # The window the modelled Prometheus's rate() reads over, told to the policy as well.
+            rate_window_s=max(120.0, 4 * self.scrape_interval_s),
         )
 
 
@@ -80,7 +82,7 @@ def build(name: str, scenario: Scenario, bound: list[int]) -> Autoscaler:
         scenario.max_replicas,
     )
     if name == "tailguard":
-        return Tailguard(scenario.policy_config(), window_s=max(120.0, 4 * scenario.scrape_interval_s))
+        return Tailguard(scenario.policy_config())
     if name == "hpa":
         return Hpa(slo)
     if name == "keda":
