@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from dataclasses import dataclass, field, replace
 
@@ -124,3 +125,21 @@ def test_pending_pods_stop_further_scale_up() -> None:
     d = fleet.tick(lambda r, n: breached(r, n, pending_replicas=2), 120.0)
     assert d.replicas == fleet.run.history[-2].replicas
     assert "pending_gpus" in d.limits
+
+
+def test_a_slow_steady_fall_is_followed_without_the_hysteresis_margin() -> None:
+    """A decline of 0.6% per minute sheds 8% of the load within one scale-down window: it is a
+    fall, not noise, so once the window has passed the fleet is what the load of that window
+    needs at the target utilization (the margin that keeps a flat load from flapping is off)."""
+    fleet = warm_fleet(8, 240.0)
+    window = int(CONFIG.scale_down_stabilization_s / CONFIG.interval_s) + 1
+    loads: list[float] = []
+    for i in range(80):  # twenty minutes, 1.5 req/s less every 15 s
+        loads.append(240.0 - 1.5 * (i + 1))
+        d = fleet.tick(healthy, loads[-1])
+        if i < window:
+            continue
+        assert d.capacity_per_replica is not None
+        need = max(loads[-window - 1 :]) / (d.capacity_per_replica * CONFIG.target_utilization)
+        assert d.replicas <= math.ceil(need), (i, loads[-1], d.reason)
+    assert fleet.run.replicas < 8

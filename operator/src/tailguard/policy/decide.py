@@ -249,8 +249,10 @@ def decide(
     forecast = level + trend * horizon if rising else level
     # A fall the trend confirms is no blip: the rate window's mean is half a window old, so the
     # load now is lower still, and the hysteresis band (which keeps a flat load near a boundary
-    # from flapping) is not needed to tell it from noise.
-    falling = warmed_up and not broken and -trend * horizon > _TREND_SIGNIFICANT * level
+    # from flapping) is not needed to tell it from noise. A scale-down waits out its window, so
+    # a fall counts when it sheds a significant share of the load over that window.
+    fall_horizon = max(horizon, config.scale_down_stabilization_s)
+    falling = warmed_up and not broken and -trend * fall_horizon > _TREND_SIGNIFICANT * level
     nowcast = max(0.0, level + trend * 0.5 * config.rate_window_s) if falling else level
     demand = max(arrivals, level)
     parts: list[str] = []
