@@ -104,3 +104,18 @@ def test_lower_bound_grows_with_the_load() -> None:
     )
     assert counts[0] == 1
     assert counts[-1] >= 2
+
+
+def test_the_lower_bounds_first_window_is_warmed_by_the_lead_in() -> None:
+    """Empty engines fill for a while: without a lead-in the first window of a steady 70 req/s
+    looks cheaper than the rest; warmed by the lead-in it needs what the steady state needs."""
+    trace = synthetic.poisson(70, 360, mix=synthetic.CHAT, seed=3)
+    config = FleetConfig(get_profile("h100x2-llama3-70b-fp8"))
+    slo = SloTarget(1.0, 0.1, 0.99)
+    cold = lower_bound(trace, config, slo, window_s=60, min_replicas=1, max_replicas=16)
+    warm = lower_bound(
+        trace, config, slo, window_s=60, min_replicas=1, max_replicas=16, lead_in=trace.lead_in(120)
+    )
+    assert cold[0] < cold[1]
+    assert warm[0] == warm[1] == cold[1]
+    assert warm[1:] == cold[1:]

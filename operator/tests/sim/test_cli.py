@@ -102,8 +102,19 @@ def test_a_trace_file_with_rate_scale_and_window(tmp_path: Path) -> None:
         ("--synthetic", "poisson", "--profile", "tpu-v9"),
         ("--trace", "/nonexistent.csv"),
         ("--synthetic", "poisson", "--min-replicas", "5", "--max-replicas", "2"),
+        ("--synthetic", "poisson", "--warmup-s", "-1"),
+        ("--synthetic", "poisson", "--warmup-s", "nan"),
     ],
-    ids=["no trace", "two traces", "unknown policy", "unknown profile", "missing file", "bounds reversed"],
+    ids=[
+        "no trace",
+        "two traces",
+        "unknown policy",
+        "unknown profile",
+        "missing file",
+        "bounds reversed",
+        "negative warm-up",
+        "warm-up not a number",
+    ],
 )
 def test_bad_input_exits_2_with_a_message(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.run(parse(*argv, "--duration-s", "60", "--no-progress")) == cli.EXIT_USAGE

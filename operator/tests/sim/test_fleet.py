@@ -54,8 +54,13 @@ def test_prometheus_rates_and_quantiles_follow_the_scrapes() -> None:
             prom.scrape(t, [("a", engine.snapshot())])
     engine.advance_to(60.0)
     prom.scrape(60.0, [("a", engine.snapshot())])
-    rate = prom.counter_rate(60.0, 120.0, lambda s: s.requests_finished)
+    # The series covers a 60 s window (its first sample is within 1.1 intervals of the start).
+    rate = prom.counter_rate(60.0, 60.0, lambda s: s.requests_finished)
     assert rate == pytest.approx(10.0, rel=0.1)
+    # Over 120 s it covers half the window, and rate() divides by the whole window as
+    # Prometheus does: half the rate, not the rate since the series began.
+    half = prom.counter_rate(60.0, 120.0, lambda s: s.requests_finished)
+    assert half == pytest.approx(5.0, rel=0.1)
     obs = prom.observe(60.0, window_s=120.0, ttft_slo_s=0.5, tpot_slo_s=None)
     assert obs.p99_ttft_s is not None
     assert obs.p99_ttft_s < 0.1
@@ -64,6 +69,35 @@ def test_prometheus_rates_and_quantiles_follow_the_scrapes() -> None:
     assert obs.sample_time == 60.0
     assert obs.itl_mean_s is not None
     assert 0.005 < obs.itl_mean_s < 0.05
+
+
+def test_a_pod_that_starts_inside_the_window_adds_what_it_finished_not_its_rate() -> None:
+    """After a scale-up, ``sum(rate(...))`` over an old pod that covers the window and a new one
+    with two samples: the new pod's increase is extrapolated back by half an interval at most
+    (here to its counter's zero) and divided by the whole window, so the sum stays near the
+    arrival rate instead of adding the new pod's full rate."""
+    prom = ModelledPrometheus(scrape_interval_s=15)
+    old, new = Engine(H100), Engine(H100)
+    for i in range(1200):
+        t = i * 0.1
+        old.advance_to(t)
+        new.advance_to(t)
+        # 10 req/s to the old pod until the new one is ready at 100 s, then 5 req/s each.
+        if t < 100.0 or i % 2 == 0:
+            old.add_request(i, t, 200, 50)
+        else:
+            new.add_request(i, t, 200, 50)
+        if i % 150 == 0:
+            pods = [("old", old.snapshot())] + ([("new", new.snapshot())] if t >= 100.0 else [])
+            prom.scrape(t, pods)
+    old.advance_to(120.0)
+    new.advance_to(120.0)
+    prom.scrape(120.0, [("old", old.snapshot()), ("new", new.snapshot())])
+    rates = prom.per_pod_rate(120.0, 120.0, lambda s: s.requests_finished)
+    finished_new = new.snapshot().requests_finished
+    assert rates["new"] == pytest.approx(finished_new / 120.0, rel=0.05)
+    total = prom.counter_rate(120.0, 120.0, lambda s: s.requests_finished)
+    assert total == pytest.approx(10.0, rel=0.1)
 
 
 def test_prometheus_without_two_samples_says_nothing() -> None:
@@ -92,6 +126,31 @@ def test_new_replicas_start_after_the_cold_start_and_cost_gpu_time() -> None:
     # 1 replica for 600 s plus 2 from t≈100 s: about 1.83 GPU-hours... in seconds:
     assert result.gpu_seconds == pytest.approx(600 + 2 * (trace.duration_s - 100.0), rel=0.05)
     assert np.all(np.isfinite(result.ttft))
+
+
+def test_a_warm_up_serves_the_lead_in_uncounted_and_starts_with_a_full_rate_window() -> None:
+    trace = synthetic.poisson(10, 600, seed=5)
+    scaler = Scripted([])
+    cold = simulate(trace, Scripted([]), FleetConfig(H100, initial_replicas=2))
+    warm = simulate(trace, scaler, FleetConfig(H100, initial_replicas=2, warmup_s=300))
+    # The autoscaler acts from the trace's start, and GPU time counts from there too.
+    assert scaler.seen[0][0] == pytest.approx(0.0, abs=1e-3)
+    assert warm.gpu_seconds == pytest.approx(cold.gpu_seconds)
+    assert warm.timeline[0].time == 0.0
+    # Only the trace's own requests are reported; every one of them was served.
+    assert len(warm.ttft) == len(trace)
+    assert np.all(np.isfinite(warm.ttft))
+    # At the start, Prometheus already holds a whole window of the lead-in's load.
+    fleet_config = FleetConfig(H100, initial_replicas=2, warmup_s=300)
+    seen: list[float | None] = []
+
+    class Reader(Scripted):
+        def step(self, now: float, view: FleetView) -> Action:
+            seen.append(view.prometheus.counter_rate(now, 120.0, lambda s: s.requests_finished))
+            return super().step(now, view)
+
+    simulate(trace, Reader([]), fleet_config)
+    assert seen[0] == pytest.approx(10.0, rel=0.15)
 
 
 def test_scale_down_drains_without_losing_requests() -> None:

@@ -73,6 +73,14 @@ def test_rate_scale_and_window() -> None:
         trace.scaled(0)
 
 
+def test_lead_in_replays_the_start_before_zero() -> None:
+    trace = Trace.from_columns("t", [0, 10, 20, 30], [1, 2, 3, 4], [5, 6, 7, 8])
+    lead = trace.lead_in(25)
+    assert list(lead.arrival_s) == [-25, -15, -5]
+    assert list(lead.input_tokens) == [1, 2, 3]
+    assert list(lead.output_tokens) == [5, 6, 7]
+
+
 def test_write_then_read(tmp_path: Path) -> None:
     trace = synthetic.poisson(5, 60, seed=3)
     write_trace(trace, tmp_path / "x.csv")

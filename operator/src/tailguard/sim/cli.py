@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--router", choices=("random", "least"), default="random", help="Service spreading")
     fleet.add_argument("--scrape-interval-s", type=float, default=15.0, help="Prometheus scrape interval")
     fleet.add_argument("--oracle-window-s", type=float, default=60.0, help="window of the lower bound")
+    fleet.add_argument(
+        "--warmup-s",
+        type=float,
+        default=300.0,
+        help="seconds of the trace's start served first, uncounted, so every policy starts on warm "
+        "engines and a full rate window (0: empty engines and no history)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--policies", default=",".join(POLICIES), help=f"comma-separated, from: {', '.join(POLICIES)}"
@@ -114,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
         print("error: need 1 <= --min-replicas <= --max-replicas", file=sys.stderr)
         return EXIT_USAGE
+    if not 0.0 <= args.warmup_s < float("inf"):
+        print(f"error: --warmup-s must be a number of seconds >= 0, got {args.warmup_s}", file=sys.stderr)
+        return EXIT_USAGE
     slo = SloTarget(
         args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3 if args.slo_tpot_ms else None, args.goodput
     )
@@ -132,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         max_batch_max=args.max_batch_max,
         gpu_limit=args.gpu_limit,
         seed=args.seed,
+        warmup_s=args.warmup_s,
     )
     print(
         f"trace {trace.name}: {len(trace)} requests over {trace.duration_s / 60:.1f} min "
@@ -176,6 +187,7 @@ def _settings(args: argparse.Namespace, scenario: Scenario) -> dict[str, object]
         "router": scenario.router,
         "scrape_interval_s": scenario.scrape_interval_s,
         "oracle_window_s": scenario.oracle_window_s,
+        "warmup_s": scenario.warmup_s,
         "rate_scale": args.rate_scale,
         "window": args.window,
         "seed": scenario.seed,

@@ -74,6 +74,11 @@ class FleetConfig:
     initial_max_batch: int | None = None
     max_num_batched_tokens: int | None = None
     seed: int = 0
+    #: Seconds the initial replicas serve the trace's lead-in (``Trace.lead_in``) before it
+    #: begins, scraped by Prometheus but uncounted and with no autoscaler acting: the run then
+    #: starts as a policy does after a restart, on warm engines with a full rate window.
+    #: 0 starts on empty engines and an empty Prometheus, a jump from no load at all.
+    warmup_s: float = 0.0
 
 
 class FleetView:
@@ -351,7 +356,8 @@ def simulate(
     """Run ``trace`` through a fleet steered by ``autoscaler``.
 
     ``schedule`` (used by the oracle) replaces the Deployment's cold start: pods it asks for are
-    Ready at once. GPU time is counted from the first arrival to the last.
+    Ready at once. GPU time is counted from the first arrival to the last. With
+    ``config.warmup_s`` the initial replicas first serve the trace's lead-in (uncounted).
     """
     n = len(trace)
     ttft = np.full(n, np.nan)
@@ -359,18 +365,24 @@ def simulate(
     finish = np.full(n, np.nan)
 
     def done(rid: int, first: float, per_token: float, end: float) -> None:
+        if rid >= n:  # a lead-in request: it warms the engines and is not counted
+            return
         ttft[rid] = first
         tpot[rid] = per_token
         finish[rid] = end
 
     fleet = Fleet(config, done)
+    lead = trace.lead_in(config.warmup_s) if config.warmup_s > 0 else None
+    begin = -config.warmup_s if lead is not None else 0.0
     for _ in range(config.initial_replicas):
-        pod = fleet._new_pod(0.0)
-        fleet._start(pod, 0.0, instant=True)
+        pod = fleet._new_pod(begin)
+        fleet._start(pod, begin, instant=True)
+        pod.gpu_since = 0.0  # GPU time counts from the trace's start, not the lead-in's
     end = trace.duration_s
-    fleet.push(0.0, _SCRAPE)
-    # The first decision comes once a rate window can hold two scrapes.
-    fleet.push(2.0 * config.scrape_interval_s + 1e-6, _TICK)
+    fleet.push(begin, _SCRAPE)
+    # The first decision comes once a rate window can hold two scrapes (at once after a lead-in).
+    first_tick = 0.0 if lead is not None else 2.0 * config.scrape_interval_s
+    fleet.push(first_tick + 1e-6, _TICK)
     timeline: list[TimelineRow] = []
     last_reason = ""
     arrivals = trace.arrival_s
@@ -386,19 +398,20 @@ def simulate(
         nonlocal last_reason
         if kind == _SCRAPE:
             fleet.scrape(at)
-            timeline.append(
-                TimelineRow(
-                    at,
-                    fleet.desired,
-                    len(fleet.ready),
-                    view.count(PodPhase.STARTING),
-                    view.count(PodPhase.PENDING),
-                    sum(1 for p in fleet.pods if p.phase is PodPhase.DRAINING),
-                    fleet.gpus_in_use(),
-                    fleet.max_batch,
-                    last_reason,
+            if at >= 0.0:
+                timeline.append(
+                    TimelineRow(
+                        at,
+                        fleet.desired,
+                        len(fleet.ready),
+                        view.count(PodPhase.STARTING),
+                        view.count(PodPhase.PENDING),
+                        sum(1 for p in fleet.pods if p.phase is PodPhase.DRAINING),
+                        fleet.gpus_in_use(),
+                        fleet.max_batch,
+                        last_reason,
+                    )
                 )
-            )
             if at + config.scrape_interval_s <= end:
                 fleet.push(at + config.scrape_interval_s, _SCRAPE)
         elif kind == _TICK:
@@ -419,18 +432,14 @@ def simulate(
         else:
             fleet.handle(at, kind, name)
 
-    for i in range(n):
-        t = float(arrivals[i])
+    def route(rid: int, t: float, prompt: int, output: int, draw: float) -> None:
         while events and events[0][0] <= t:
             at, _, kind, name = heapq.heappop(events)
             process(at, kind, name)
-        if progress is not None and t >= next_progress:
-            progress(t / end if end > 0 else 1.0)
-            next_progress = t + end / 200.0
         ready = fleet.ready
         if not ready:
-            done(i, math.inf, math.inf, t)
-            continue
+            done(rid, math.inf, math.inf, t)
+            return
         if least:
             best = None
             best_load = 0
@@ -444,11 +453,28 @@ def simulate(
             assert best is not None
             target = best
         else:
-            target = ready[int(pick[i] * len(ready))]
+            target = ready[int(draw * len(ready))]
         engine = target.engine
         assert engine is not None
         engine.advance_to(t)
-        engine.add_request(i, t, int(inputs[i]), int(outputs[i]))
+        engine.add_request(rid, t, prompt, output)
+
+    if lead is not None:
+        lead_pick = fleet.rng.random(len(lead))
+        for j in range(len(lead)):
+            route(
+                n + j,
+                float(lead.arrival_s[j]),
+                int(lead.input_tokens[j]),
+                int(lead.output_tokens[j]),
+                float(lead_pick[j]),
+            )
+    for i in range(n):
+        t = float(arrivals[i])
+        if progress is not None and t >= next_progress:
+            progress(t / end if end > 0 else 1.0)
+            next_progress = t + end / 200.0
+        route(i, t, int(inputs[i]), int(outputs[i]), float(pick[i]))
     while events and events[0][0] <= end:
         at, _, kind, name = heapq.heappop(events)
         process(at, kind, name)

@@ -90,20 +90,33 @@ def lower_bound(
     min_replicas: int,
     max_replicas: int,
     warmup_s: float = 30.0,
+    lead_in: Trace | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> list[int]:
     """The fewest replicas per window of ``window_s`` seconds (bounded by ``[min, max]``).
 
     The ``warmup_s`` of arrivals before each window are served first, uncounted, so the window
-    starts with engines as busy as the steady state would have them rather than empty.
+    starts with engines as busy as the steady state would have them rather than empty; for the
+    first window they come from ``lead_in`` (``Trace.lead_in``) when the fleet has one.
     """
     windows = max(1, int(np.ceil(trace.duration_s / window_s)))
     counts: list[int] = []
     guess = min_replicas
     for w in range(windows):
         start = w * window_s
-        warm = min(start, warmup_s)
-        part = trace.window(start - warm, start + window_s)
+        if w == 0 and lead_in is not None and len(lead_in):
+            head = lead_in.window(-warmup_s, 0.0)
+            body = trace.window(0.0, window_s)
+            warm = warmup_s
+            part = Trace(
+                body.name,
+                np.concatenate([head.arrival_s, body.arrival_s + warm]),
+                np.concatenate([head.input_tokens, body.input_tokens]),
+                np.concatenate([head.output_tokens, body.output_tokens]),
+            )
+        else:
+            warm = min(start, warmup_s)
+            part = trace.window(start - warm, start + window_s)
         if not np.any(part.arrival_s >= warm):
             counts.append(min_replicas)
             continue

@@ -4,10 +4,15 @@ Every policy in the simulator sees the fleet only through this, with the delays 
 adds: a sample every ``scrape_interval_s``, ``rate()`` over a window of scrapes, instant gauges as
 of the last scrape, histograms summed over pods before ``histogram_quantile``.
 
-Simplifications (documented in docs/simulator.md): ``rate()`` divides the increase between the
-first and last sample in the window by their distance (no extrapolation to the window edges); a
-pod's series ends when it stops being Ready (Prometheus would scrape a terminating pod a little
-longer).
+``rate()`` follows Prometheus's own rule (``extrapolatedRate``): the increase between the first and
+last sample in the window is extrapolated to the window's edges when a sample lies within 1.1
+average scrape intervals of an edge, otherwise by half an interval (and never below the
+counter's zero), then divided by the whole window. So a pod that started serving inside the
+window adds what it finished, not its rate since it started: summed over pods, the rate after a
+scale-up is not inflated by the new pods' short series.
+
+Simplification (documented in docs/simulator.md): a pod's series ends when it stops being Ready
+(Prometheus would scrape a terminating pod a little longer).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tailguard.contract.histogram import fraction_at_or_below, histogram_quantile
 from tailguard.policy import Observation
@@ -78,44 +83,41 @@ class ModelledPrometheus:
 
     # -- range vectors -----------------------------------------------------------------------
 
-    def _window(self, pod: str, now: float, window_s: float) -> tuple[EngineSnapshot, EngineSnapshot] | None:
+    def _window(self, pod: str, now: float, window_s: float) -> _Window | None:
         series = self._series.get(pod)
         if not series:
             return None
         start = now - window_s
         first = None
+        count = 0
         for snap in series:
             if snap.time > start:
-                first = snap
-                break
+                first = first or snap
+                count += 1
         last = series[-1]
         if first is None or last.time <= first.time or last.time > now:
             return None
-        return first, last
+        return _Window(first, last, count, start, now)
 
     def counter_rate(
         self, now: float, window_s: float, value: Callable[[EngineSnapshot], float]
     ) -> float | None:
         """``sum(rate(counter[window]))`` over pods; ``None`` when no series has two samples."""
-        total, any_series = 0.0, False
-        for pod in self._series:
-            pair = self._window(pod, now, window_s)
-            if pair is None:
-                continue
-            first, last = pair
-            total += max(0.0, value(last) - value(first)) / (last.time - first.time)
-            any_series = True
-        return total if any_series else None
+        rates = [
+            window.rate(value(window.first), value(window.last))
+            for pod in self._series
+            if (window := self._window(pod, now, window_s)) is not None
+        ]
+        return sum(rates) if rates else None
 
     def per_pod_rate(
         self, now: float, window_s: float, value: Callable[[EngineSnapshot], float]
     ) -> dict[str, float]:
         out = {}
         for pod in self._live:
-            pair = self._window(pod, now, window_s)
-            if pair is not None:
-                first, last = pair
-                out[pod] = max(0.0, value(last) - value(first)) / (last.time - first.time)
+            window = self._window(pod, now, window_s)
+            if window is not None:
+                out[pod] = window.rate(value(window.first), value(window.last))
         return out
 
     def histogram_rate(
@@ -129,17 +131,16 @@ class ModelledPrometheus:
         total: list[float] | None = None
         bounds: list[float] = []
         for pod in self._series if pods is None else pods:
-            pair = self._window(pod, now, window_s)
-            if pair is None:
+            window = self._window(pod, now, window_s)
+            if window is None:
                 continue
-            first, last = pair
-            span = last.time - first.time
-            b0, b1 = buckets(first), buckets(last)
+            b0, b1 = buckets(window.first), buckets(window.last)
             if total is None:
                 total = [0.0] * len(b1)
                 bounds = [b for b, _ in b1]
+            # Every bucket is a series of its own, extrapolated on its own, as in Prometheus.
             for i, ((_, c0), (_, c1)) in enumerate(zip(b0, b1, strict=True)):
-                total[i] += max(0.0, c1 - c0) / span
+                total[i] += window.rate(c0, c1)
         if total is None:
             return None
         return list(zip(bounds, total, strict=True))
@@ -186,6 +187,39 @@ class ModelledPrometheus:
             preemption_rate=self.counter_rate(now, window_s, lambda s: s.preemptions),
             reporting_pods=len(latest),
         )
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One pod's samples in a range ``(start, end]``: the first, the last and how many."""
+
+    first: EngineSnapshot
+    last: EngineSnapshot
+    count: int
+    start: float
+    end: float
+
+    def rate(self, first_value: float, last_value: float) -> float:
+        """Prometheus's ``rate()`` of a counter with these first and last values in the window.
+
+        The increase is extrapolated to an edge of the window when the nearest sample lies within
+        1.1 average intervals of it (the series covers the window there), otherwise by half an
+        interval (the series starts or ends inside it); towards the start never past the
+        counter's zero. The result is divided by the whole window, not by the samples' span.
+        """
+        increase = max(0.0, last_value - first_value)
+        sampled = self.last.time - self.first.time
+        average = sampled / max(1, self.count - 1)
+        threshold = 1.1 * average
+        to_start = self.first.time - self.start
+        to_end = self.end - self.last.time
+        if to_start >= threshold:
+            to_start = average / 2.0
+        if increase > 0 and first_value >= 0:
+            to_start = min(to_start, sampled * first_value / increase)
+        if to_end >= threshold:
+            to_end = average / 2.0
+        return increase * (sampled + to_start + to_end) / sampled / (self.end - self.start)
 
 
 def _finite(value: float) -> float | None:

@@ -35,6 +35,8 @@ class Scenario:
     max_batch_max: int = 512
     gpu_limit: int | None = None
     seed: int = 0
+    #: Seconds of the trace's lead-in served before it starts (see ``FleetConfig.warmup_s``).
+    warmup_s: float = 0.0
 
     def fleet(self, initial_replicas: int) -> FleetConfig:
         return FleetConfig(
@@ -46,6 +48,7 @@ class Scenario:
             initial_max_batch=self.max_batch,
             gpu_limit=self.gpu_limit,
             seed=self.seed,
+            warmup_s=self.warmup_s,
         )
 
     def policy_config(self) -> PolicyConfig:
@@ -142,6 +145,7 @@ def run(
         window_s=scenario.oracle_window_s,
         min_replicas=scenario.min_replicas,
         max_replicas=scenario.max_replicas,
+        lead_in=scenario.trace.lead_in(scenario.warmup_s) if scenario.warmup_s > 0 else None,
         progress=Progress("lower bound", enabled=show),
     )
     window_hours = [

@@ -91,6 +91,12 @@ class Trace:
             self.output_tokens[mask],
         )
 
+    def lead_in(self, seconds: float) -> Trace:
+        """The first ``seconds`` of the trace again, moved to ``[-seconds, 0)``: load with the
+        trace's own statistics that warms a fleet before the trace begins."""
+        head = self.window(0.0, seconds)
+        return Trace(f"{self.name} lead-in", head.arrival_s - seconds, head.input_tokens, head.output_tokens)
+
     def arrival_rate(self, bin_s: float, end_s: float | None = None) -> FloatArray:
         """Requests per second in consecutive bins of ``bin_s`` seconds."""
         end = self.duration_s if end_s is None else end_s
