@@ -191,3 +191,38 @@ def test_a_breach_left_over_from_a_drained_queue_cuts_nothing() -> None:
     run.hold(lambda n: healthy(120.0, n, p99_tpot_s=0.08, p99_ttft_s=0.9, goodput=0.95), 90)
     assert run.state.capacity_scale >= 1.0
     assert run.max_batch == 256
+
+
+@dataclass(frozen=True)
+class Surge:
+    id: str
+    # replicas serving a minute ago and now, and running per replica now over the window's batch
+    before: int
+    after: int
+    surge: float
+    rises: bool
+
+
+SURGE_CASES = [
+    Surge("a surge right after a scale-down by one still shows", 6, 5, 2.4, True),
+    Surge("a scale-down by one alone is no surge", 6, 5, 6 / 5, False),
+    Surge("halving the fleet doubles the batch: no surge", 6, 3, 2.0, False),
+    Surge("a surge with the same fleet", 5, 5, 1.6, True),
+]
+
+
+@pytest.mark.parametrize("case", SURGE_CASES, ids=[c.id for c in SURGE_CASES])
+def test_a_surge_is_read_right_after_a_fleet_change(case: Surge) -> None:
+    """The load fits ``after`` replicas at 35 req/s each (the helpers' replica sustains about 38);
+    ``before`` replicas served it until a minute ago, then the fleet shrank to ``after``."""
+    rate = 35.0 * case.after
+    run = settled(CONFIG, rate, case.after)
+    for _ in range(8):  # two minutes on the larger fleet
+        run.replicas = case.before
+        run.step(healthy(rate, case.before))
+    run.replicas = case.after
+    run.step(healthy(rate, case.after))
+    base = healthy(rate, case.after)
+    assert base.running is not None
+    decision = run.step(replace(base, running=base.running * case.surge))
+    assert (decision.replicas > case.after) is case.rises, decision.reason

@@ -169,22 +169,26 @@ def decide(
     arrivals = rate
     # Rates lag by the window; the running and waiting gauges do not. When the requests in the
     # engines now outnumber the window's mean batch, the load is rising now: scale the rate by
-    # that surge (Little's law: requests in flight grow with arrivals).
-    # Only with the same fleet through the whole window: after a scale-down each replica runs
-    # more (and slower) by design, which is no surge.
+    # that surge (Little's law: requests in flight grow with arrivals). Both counts are per
+    # serving replica, so a scale-up within the window fakes none. After a scale-down each
+    # replica runs more, and slower, by design: the bar rises by the share of replicas removed
+    # within the window (more than slower steps add), so a real surge still shows through.
     same_fleet = ready_changed_at is not None and now - ready_changed_at >= _SETTLE_S
+    fleet_then = max((row[2] for row in in_flight_history), default=derived.serving)
+    surge_bar = _SURGE * max(1.0, fleet_then / max(1, derived.serving))
     surge = 1.0
-    if same_fleet and derived.fit_material and derived.batch and derived.serving and derived.batch >= 1.0:
+    if derived.fit_material and derived.batch and derived.serving and derived.batch >= 1.0:
         # Running only: a queue says the same thing again, and is counted as its growth below.
         in_flight = (obs.running or 0.0) / derived.serving
         surge = min(2.0, in_flight / derived.batch)
-    if surge > _SURGE:
+    surging = surge > surge_bar
+    if surging:
         arrivals = max(arrivals, rate * surge)
     if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
         arrivals += max(0.0, (waiting - state.waiting) / elapsed)
     # The in-flight change corrects the rate both ways when all is calm; while the SLO is broken
     # or the engines surge it may only add (what the replicas finish is then the least demand).
-    arrivals = max(arrivals, flowed) if broken or surge > _SURGE else flowed
+    arrivals = max(arrivals, flowed) if broken or surging else flowed
     # The level and trend follow the window's arrivals only. The surge and the queue's growth
     # are a reading of the load now; fed into the trend as well, one step of the load would be
     # extrapolated as a ramp over the whole start-up horizon.
@@ -213,7 +217,7 @@ def decide(
     if cap is not None and derived.per_replica_rate is not None and not idle:
         per = derived.per_replica_rate
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
-        steady = surge <= _SURGE and trend * config.startup_s <= _TREND_SIGNIFICANT * max(level, 1e-9)
+        steady = not surging and trend * config.startup_s <= _TREND_SIGNIFICANT * max(level, 1e-9)
         # A breach with a queue is saturation, sized from what the replicas finish; a breach
         # without one at a steady load and a settled fleet means the model promised too much.
         if broken and settled and steady and waiting <= 0 and queue_gone:
