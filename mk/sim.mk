@@ -4,7 +4,7 @@
 BENCH_OUT ?= out/bench
 
 bench: venv ## run every policy on the synthetic benchmark traces and print the ratios (about 10 min)
-	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --plots docs/img
+	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --plots docs/img --frontier
 
 bench-quick: venv ## the benchmark on the stationary trace only (the no-flapping goal and the speed figure)
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --traces poisson

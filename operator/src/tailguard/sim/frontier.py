@@ -5,8 +5,8 @@ drawn from) but acts on a change only ``delay_s`` later, as a policy reading met
 scrape at the least), and its new replicas take the fleet's cold start like anyone's. It sizes
 exactly, ``ceil(rate / per_replica)``, never below ``floor`` replicas (headroom held all the
 time), and scales down the moment the rate falls. No policy that learns the load from metrics can
-detect a jump sooner or size for it better, so its attainment at a given floor bounds theirs from
-above; sweeping the floor draws the best attainment any reactive policy can buy per GPU-hour.
+detect a jump sooner or size for it more exactly, so sweeping the floor draws the reference for
+what attainment reacting can buy per GPU-hour.
 """
 
 from __future__ import annotations
