@@ -48,6 +48,17 @@ def test_goals_on_a_jump_say_what_the_informed_policy_reaches_and_at_what_cost()
     assert attainment.line() == f"[MISSED] attainment >= goodput target: 0.9500 vs 0.99 ({attainment.note})"
 
 
+def test_the_cost_goal_names_what_the_declared_window_costs_a_policy_that_knows_the_load() -> None:
+    result = _result(_summary("tailguard", 0.999, 12.1), _summary("kpa", 0.999, 13.0))
+    windowed = Point("informed, 300 s scale-down window", _summary("informed-floor1", 0.9995, 11.9))
+    cost = goals(result, "diurnal", windowed=windowed)[1]
+    assert not cost.met
+    assert (
+        cost.note
+        == "held by the declared scale-down window the informed policy needs 1.19x (attainment 0.9995)"
+    )
+
+
 def test_when_no_informed_floor_reaches_the_target_the_best_one_is_named() -> None:
     result = _result(_summary("tailguard", 0.9, 12.0), _summary("static", 1.0, 20.0))
     informed = [

@@ -61,3 +61,20 @@ def test_spread_gives_mean_min_max_and_each_seed() -> None:
     assert rows["tailguard"]["x_bound"] == pytest.approx((1.2, 1.0, 1.4))
     assert rows["tailguard"]["reversals"] == (1.0, 0.0, 2.0, 0.0, 2.0)
     assert math.isnan(rows["lower bound"]["attainment"][0])
+
+
+def test_diurnal_and_constant_rates_are_the_schedules_of_their_traces() -> None:
+    rate = synthetic.diurnal_rate(70, amplitude=0.6, period_s=3600)
+    assert list(rate(np.asarray([0.0, 1800.0]))) == pytest.approx([28.0, 112.0])
+    trace = synthetic.diurnal(70, 3600, amplitude=0.6, period_s=3600, seed=2)
+    counts, _ = np.histogram(trace.arrival_s, bins=np.arange(0.0, 3601.0, 600.0))
+    expected = [float(np.mean(rate(np.arange(t, t + 600.0)))) * 600 for t in range(0, 3600, 600)]
+    assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))
+    assert list(synthetic.constant_rate(70)(np.asarray([0.0, 99.0]))) == [70.0, 70.0]
+
+
+def test_informed_held_by_a_scale_down_window_keeps_the_largest_size_of_the_window() -> None:
+    policy = Informed(synthetic.step_rate(80, 40, 3600), per_replica=10.0, floor=1, down_window_s=300.0)
+    assert policy.step(1700.0, _View()).replicas == 8  # type: ignore[arg-type]
+    assert policy.step(1900.0, _View()).replicas == 8  # type: ignore[arg-type]  # the fall, within the window
+    assert policy.step(2001.0, _View()).replicas == 4  # type: ignore[arg-type]  # the 8 left the window

@@ -26,23 +26,40 @@ from tailguard.sim.synthetic import RateFn
 
 
 class Informed:
-    """Exact sizing for the true rate, ``delay_s`` late, never below ``floor`` replicas."""
+    """Exact sizing for the true rate, ``delay_s`` late, never below ``floor`` replicas.
+
+    With ``down_window_s`` it scales down only to the largest size of that window, as a declared
+    scale-down stabilization window makes every policy do.
+    """
 
     def __init__(
-        self, rate: RateFn, *, per_replica: float, floor: int, delay_s: float = 15.0, max_replicas: int = 32
+        self,
+        rate: RateFn,
+        *,
+        per_replica: float,
+        floor: int,
+        delay_s: float = 15.0,
+        max_replicas: int = 32,
+        down_window_s: float = 0.0,
     ) -> None:
         self.rate = rate
         self.per_replica = per_replica
         self.floor = floor
         self.delay_s = delay_s
         self.max_replicas = max_replicas
+        self.down_window_s = down_window_s
         self.interval_s = 5.0
         self.name = f"informed-floor{floor}"
+        self._recent: list[tuple[float, int]] = []
 
     def step(self, now: float, view: FleetView) -> Action:
         seen = float(self.rate(np.asarray([max(0.0, now - self.delay_s)], dtype=np.float64))[0])
-        need = math.ceil(seen / self.per_replica - 1e-9)
-        return Action(min(self.max_replicas, max(self.floor, need, 1)), reason="informed")
+        need = min(self.max_replicas, max(self.floor, math.ceil(seen / self.per_replica - 1e-9), 1))
+        if self.down_window_s > 0:
+            self._recent = [(t, n) for t, n in self._recent if now - t < self.down_window_s]
+            self._recent.append((now, need))
+            need = max(n for _, n in self._recent)
+        return Action(need, reason="informed")
 
 
 @dataclass(frozen=True)
@@ -79,3 +96,14 @@ def frontier(
         run = simulate(scenario.trace, build(name, scenario, bound), fleet)
         points.append(Point(name, summarise(run, scenario.slo)))
     return points
+
+
+def informed_with_window(scenario: Scenario, rate: RateFn, bound: list[int], *, per_replica: float) -> Point:
+    """The informed policy (no floor) bound by the scenario's declared scale-down window: what the
+    window alone costs a policy that knows the load."""
+    window = scenario.policy_config().scale_down_stabilization_s
+    informed = Informed(
+        rate, per_replica=per_replica, floor=1, max_replicas=scenario.max_replicas, down_window_s=window
+    )
+    run = simulate(scenario.trace, informed, scenario.fleet(bound[0]))
+    return Point(f"informed, {window:.0f} s scale-down window", summarise(run, scenario.slo))

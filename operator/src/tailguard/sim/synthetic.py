@@ -105,12 +105,28 @@ def diurnal(
 ) -> Trace:
     """A sinusoidal day compressed into ``period_s``: rate = mean × (1 − amplitude·cos 2πt/period)."""
     rng = np.random.default_rng(seed)
+    rate = diurnal_rate(mean_rate, amplitude=amplitude, period_s=period_s)
+    return _trace(f"diurnal-{mean_rate:g}", _inhomogeneous(rng, rate, duration_s), mix, rng)
+
+
+def diurnal_rate(mean_rate: float, *, amplitude: float = 0.6, period_s: float = 3600.0) -> RateFn:
+    """The rate schedule behind ``diurnal`` with the same arguments."""
 
     def rate(t: FloatArray) -> FloatArray:
         out: FloatArray = mean_rate * (1.0 - amplitude * np.cos(2.0 * np.pi * t / period_s))
         return out
 
-    return _trace(f"diurnal-{mean_rate:g}", _inhomogeneous(rng, rate, duration_s), mix, rng)
+    return rate
+
+
+def constant_rate(rate_value: float) -> RateFn:
+    """The rate schedule behind ``poisson``."""
+
+    def rate(t: FloatArray) -> FloatArray:
+        out: FloatArray = np.full(np.shape(t), float(rate_value))
+        return out
+
+    return rate
 
 
 def mmpp(
