@@ -53,7 +53,8 @@ class BenchTrace:
     make: Callable[[int], Trace]
     #: The rate schedule the trace is drawn from (for the idealised policy of ``--frontier``).
     rate: Callable[[int], synthetic.RateFn] | None = None
-    #: The load jumps: ``--frontier`` sweeps the idealised policy's floor on it.
+    #: The load jumps: ``--frontier`` sweeps the idealised policy's floor on it; on the other
+    #: traces it runs that policy held by the declared scale-down window instead.
     jumps: bool = False
 
 
@@ -239,8 +240,9 @@ def _run_trace(
     windowed = None
     if with_frontier and bench.rate is not None:
         rate = bench.rate(seed)
-        windowed = informed_with_window(scenario, rate, result.lower_bound, per_replica=PER_REPLICA)
-        if bench.jumps:
+        if not bench.jumps:
+            windowed = informed_with_window(scenario, rate, result.lower_bound, per_replica=PER_REPLICA)
+        else:
             points = frontier(
                 scenario,
                 rate,
