@@ -43,7 +43,7 @@ def test_goals_on_a_jump_say_what_the_informed_policy_reaches_and_at_what_cost()
     assert not attainment.met
     assert attainment.note == "the informed policy reaches it from floor 8 at 17.00 GPU-h, 1.70x the bound"
     assert cost.met  # 1.1x: cheap by missing the target
-    assert cost.note == "at the target the informed policy needs 1.70x"
+    assert cost.note == "at the target the informed policy needs 1.700x"
     assert saving.note.endswith("the informed policy at the target saves 15.0%")
     assert attainment.line() == f"[MISSED] attainment >= goodput target: 0.9500 vs 0.99 ({attainment.note})"
 
@@ -55,7 +55,7 @@ def test_the_cost_goal_names_what_the_declared_window_costs_a_policy_that_knows_
     assert not cost.met
     assert (
         cost.note
-        == "held by the declared scale-down window the informed policy needs 1.19x (attainment 0.9995)"
+        == "held by the declared scale-down window the informed policy needs 1.190x (attainment 0.9995)"
     )
 
 

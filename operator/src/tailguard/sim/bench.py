@@ -149,14 +149,14 @@ def goals(
     yardsticks = []
     if cheapest is not None:
         yardsticks.append(
-            f"at the target the informed policy needs {cheapest.summary.gpu_hours / bound:.2f}x"
+            f"at the target the informed policy needs {cheapest.summary.gpu_hours / bound:.3f}x"
         )
     if windowed is not None:
         yardsticks.append(
             f"held by the declared scale-down window the informed policy needs "
-            f"{windowed.summary.gpu_hours / bound:.2f}x (attainment {windowed.summary.attainment:.4f})"
+            f"{windowed.summary.gpu_hours / bound:.3f}x (attainment {windowed.summary.attainment:.4f})"
         )
-    out.append(Goal("GPU-hours <= 1.2x lower bound", ratio <= 1.2, f"{ratio:.2f}x", "; ".join(yardsticks)))
+    out.append(Goal("GPU-hours <= 1.2x lower bound", ratio <= 1.2, f"{ratio:.3f}x", "; ".join(yardsticks)))
     best = _best_baseline(by, SLO.goodput)
     baselines = [by[b] for b in BASELINES if b in by]
     if not baselines:
