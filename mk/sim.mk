@@ -3,13 +3,13 @@
 
 BENCH_OUT ?= out/bench
 
-bench: venv ## run every policy on the synthetic benchmark traces and print the ratios (about 10 min)
+bench: venv ## run every policy on the synthetic benchmark traces and print the ratios and goals (about 3 min)
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --plots docs/img --frontier
 
 bench-quick: venv ## the benchmark on the stationary trace only (the no-flapping goal and the speed figure)
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --traces poisson
 
-bench-seeds: venv ## tailguard, KPA and static over seeds 1-3 (mean and spread) and the frontier under jumps (about 5 min)
+bench-seeds: venv ## tailguard, KPA and static over seeds 1-3 (mean and spread) and the frontier under jumps (6-9 min)
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT)-seeds --seeds 1,2,3 --policies tailguard,kpa,static \
 		--frontier --no-speed
 
