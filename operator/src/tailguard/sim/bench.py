@@ -221,6 +221,10 @@ FRONTIER_TAILGUARD: tuple[tuple[str, dict[str, Any]], ...] = (
     ("burst reserve 1", {"burst_reserve": 1.0}),
     ("headroom 0.5", {"headroom": 0.5}),
     ("headroom 1", {"headroom": 1.0}),
+    # The floor the informed policy needs at the target on step (7) and bursty (9), declared as
+    # minReplicas: what tailguard spends when the user knows the burst level.
+    ("min replicas 7", {"min_replicas": 7}),
+    ("min replicas 9", {"min_replicas": 9}),
 )
 
 
@@ -374,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         "--frontier",
         action="store_true",
         help="also draw attainment against GPU-hours on the traces with a jump (bursty, step): an idealised "
-        "reactive policy at several floors, tailguard with burst reserve and headroom, static and KPA",
+        "reactive policy at several floors, tailguard with burst reserve, headroom or a floor, static and "
+        "KPA; on the others, the idealised policy held by the declared scale-down window",
     )
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     parser.add_argument("--plots", help="also copy each trace's plots here (e.g. docs/img)")
