@@ -160,3 +160,20 @@ def test_starting_replicas_count_as_capacity_on_the_way() -> None:
     again = obs(breached, 150, 2, starting_replicas=starting, desired_replicas=first.replicas)
     second, _ = decide(CONFIG, state, replace(again, sample_time=NOW + 10), NOW + 15)
     assert second.replicas == first.replicas, second.reason
+
+
+@pytest.mark.parametrize(
+    ("waiting_per_replica", "measured"),
+    [(0.5, False), (1.0, False), (3.0, True), (40.0, True)],
+    ids=["half a request each", "one each", "three each", "a deep queue"],
+)
+def test_capacity_is_measured_from_finishes_only_when_a_queue_says_saturated(
+    waiting_per_replica: float, measured: bool
+) -> None:
+    # The same two replicas served the whole window; the tail is broken. No more waiting requests
+    # than replicas can leave a replica a free slot: what they finish is then the load, not their
+    # capacity.
+    replicas = 2
+    observation = obs(breached, 60, replicas, waiting=waiting_per_replica * replicas)
+    decision, _ = decide(CONFIG, WARM, observation, NOW)
+    assert ("(measured, saturated)" in decision.reason) is measured, decision.reason

@@ -233,7 +233,7 @@ def decide(
     per_replica = cap.rate * scale if cap is not None else None
     saturated = (
         broken
-        and waiting > 0
+        and waiting > max(1, derived.serving)
         and same_fleet
         and not obs.rollout_in_progress
         and bool(derived.per_replica_rate)
