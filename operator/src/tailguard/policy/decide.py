@@ -201,9 +201,11 @@ def decide(
         trend = state.rate_trend + _TREND_GAIN * ((level - state.rate_level) / elapsed - state.rate_trend)
     level = max(0.0, level)
 
+    # A queue: more requests waiting than replicas, so no replica is left with a free slot.
+    queued = waiting > max(1, derived.serving)
     # The p99s span the rate window: a breach read within one window of a queue may be only that
     # queue's tail, already gone. Such a breach says nothing about the model or the max batch.
-    queue_at = now if waiting > max(1, derived.serving) else state.queue_seen_at
+    queue_at = now if queued else state.queue_seen_at
     queue_gone = queue_at is None or now - queue_at > config.rate_window_s
 
     model = step_model(fit, floor)
@@ -232,11 +234,7 @@ def decide(
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
     per_replica = cap.rate * scale if cap is not None else None
     saturated = (
-        broken
-        and waiting > max(1, derived.serving)
-        and same_fleet
-        and not obs.rollout_in_progress
-        and bool(derived.per_replica_rate)
+        broken and queued and same_fleet and not obs.rollout_in_progress and bool(derived.per_replica_rate)
     )
     if saturated:
         # Saturated replicas finish what they can: that is the capacity to size with now (only
