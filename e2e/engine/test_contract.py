@@ -77,20 +77,18 @@ def _engine_histogram(run: EngineRun, family: VllmMetric) -> list[tuple[float, f
     )
 
 
-def _frontend_lag(run: EngineRun) -> float:
-    """Mean client TTFT minus vLLM's mean TTFT over the same requests (exact: from _sum and _count)."""
-    count = run.delta(f"{VllmMetric.TTFT}_count")
-    engine_mean = run.delta(f"{VllmMetric.TTFT}_sum") / count
-    client = run.load.ttfts()
-    return sum(client) / len(client) - engine_mean
-
-
 def _lag_totals(run: EngineRun) -> tuple[float, float]:
     """Total delivery lag at the first token and at the last one: client sums less vLLM's ``_sum``."""
     ok = run.load.ok
     first = sum(s.ttft_s for s in ok) - run.delta(f"{VllmMetric.TTFT}_sum")
     last = sum(s.e2e_s for s in ok) - run.delta(f"{VllmMetric.E2E_LATENCY}_sum")
     return first, last
+
+
+def _frontend_lag(run: EngineRun) -> float:
+    """Mean client TTFT minus vLLM's mean TTFT over the same requests (the counters count them all)."""
+    first, _ = _lag_totals(run)
+    return first / len(run.load.ok)
 
 
 def _ttft_budget(run: EngineRun) -> LagBudget:
