@@ -226,3 +226,35 @@ def test_a_surge_is_read_right_after_a_fleet_change(case: Surge) -> None:
     assert base.running is not None
     decision = run.step(replace(base, running=base.running * case.surge))
     assert (decision.replicas > case.after) is case.rises, decision.reason
+
+
+def _jump_then_catch_up(run: Run, before: float, after: float, seconds: float) -> list[Decision]:
+    """The load jumps from ``before`` to ``after``: the running gauge shows it at once, the rate
+    window's mean climbs to it over one window and stays."""
+    decisions = []
+    end = run.now + seconds
+    started = run.now
+    while run.now < end:
+        caught = min(1.0, (run.now - started + run.config.interval_s) / run.config.rate_window_s)
+        rate = before + (after - before) * caught
+        running = healthy(after, run.replicas).running
+        decisions.append(run.step(healthy(rate, run.replicas, running=running)))
+    return decisions
+
+
+def test_the_rate_window_catching_up_with_a_jump_is_no_trend_to_forecast() -> None:
+    run = settled(CONFIG, 60.0, 3)
+    window = run.config.rate_window_s
+    decisions = _jump_then_catch_up(run, 60.0, 120.0, window + 2 * run.config.interval_s)
+    assert any(d.replicas > 3 for d in decisions), "the jump itself is sized at once"
+    forecasts = [d.reason for d in decisions if "forecast" in d.reason]
+    assert not forecasts, forecasts[0]
+
+
+def test_a_ramp_without_a_jump_is_still_forecast() -> None:
+    run = settled(CONFIG, 60.0, 3)
+    decisions = []
+    for i in range(24):  # +0.2 req/s every second for six minutes, the gauge in step with the rate
+        rate = 60.0 + 0.2 * run.config.interval_s * (i + 1)
+        decisions.append(run.step(healthy(rate, run.replicas)))
+    assert any("forecast" in d.reason for d in decisions), decisions[-1].reason

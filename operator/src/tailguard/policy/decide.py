@@ -47,6 +47,8 @@ _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
 _DRAIN_S = 60.0
 #: Requests in flight above the window's mean batch by this factor mean a rising load (noise stays under it).
 _SURGE = 1.3
+#: A surge this large is a jump: the rate window then ramps up for one window to catch up with it.
+_JUMP = 1.5
 #: TPOT-to-step ratio assumed before one is measured.
 _DEFAULT_TPOT_RATIO = 1.25
 
@@ -182,6 +184,7 @@ def decide(
         in_flight = (obs.running or 0.0) / derived.serving
         surge = min(2.0, in_flight / derived.batch)
     surging = surge > surge_bar
+    jump_at = now if surging and surge >= _JUMP else state.jump_seen_at
     if surging:
         arrivals = max(arrivals, rate * surge)
     if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
@@ -247,7 +250,11 @@ def decide(
     # The trend of finished requests means little while the queue grows; use it only when healthy.
     # Nor right after a start: the first windows fill up and look like growth.
     warmed_up = state.started_at is not None and now - state.started_at >= 2 * _SETTLE_S
-    rising = warmed_up and not broken and trend * horizon > _TREND_SIGNIFICANT * level
+    # Within one rate window of a jump the window's mean climbs to the new load: a trend that
+    # says nothing of what comes next (the surge has sized for the jump already). Extrapolated
+    # over the start-up it would ask for most of the jump again.
+    catching_up = jump_at is not None and now - jump_at <= config.rate_window_s
+    rising = warmed_up and not broken and not catching_up and trend * horizon > _TREND_SIGNIFICANT * level
     forecast = level + trend * horizon if rising else level
     # A fall the trend confirms is no blip: the rate window's mean is half a window old, so the
     # load now is lower still, and the hysteresis band (which keeps a flat load near a boundary
@@ -444,6 +451,7 @@ def decide(
         in_flight=in_flight_history,
         load_peaks=peaks,
         queue_seen_at=queue_at,
+        jump_seen_at=jump_at,
     )
     decision = Decision(
         replicas=final,

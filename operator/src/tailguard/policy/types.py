@@ -194,6 +194,8 @@ class PolicyState:
     load_peaks: tuple[tuple[float, float], ...] = ()
     #: When requests last queued (more than one waiting per serving replica).
     queue_seen_at: float | None = None
+    #: When the running gauge last read a jump of the load (see ``decide``'s surge).
+    jump_seen_at: float | None = None
 
     def to_json(self) -> str:
         """Compact JSON; ``from_json`` reads it back to an equal state."""
