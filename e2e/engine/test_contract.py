@@ -274,10 +274,16 @@ def test_smaller_max_batch_raises_queueing_and_ttft(run_small: EngineRun, run_la
         f"{VllmMetric.QUEUE_TIME}: mean {mean_queue(small):.3f}s with --max-num-seqs={SMALL_BATCH} vs "
         f"{mean_queue(large):.3f}s with {LARGE_BATCH}:{both}"
     )
-    p99_small, p99_large = _signals(small).p99_ttft_s, _signals(large).p99_ttft_s
-    assert p99_small is not None
-    assert p99_large is not None
-    assert p99_small > p99_large, (
-        f"{VllmMetric.TTFT}: p99 {p99_small:.3f}s (small batch) vs {p99_large:.3f}s:{both}"
+
+    # TTFT at the median, not the p99: with 16 slots the tail is the prefill of a dozen concurrent
+    # ~670-token prompts batched together, and it sat within 5% of the 2-slot tail over 480
+    # requests (0.58 s against 0.60 s). The queueing a small batch adds moves the bulk.
+    def median_ttft(run: EngineRun) -> float:
+        series = run.cycle.series[Signal.TTFT_BUCKETS].buckets.get(run.key)
+        assert series, f"{VllmMetric.TTFT}: the operator's bucket query returned nothing for {run.key}"
+        return histogram.histogram_quantile(0.5, series)
+
+    assert median_ttft(small) > median_ttft(large), (
+        f"{VllmMetric.TTFT}: median {median_ttft(small):.3f}s (small batch) vs {median_ttft(large):.3f}s:{both}"
     )
-    assert quantile(small.load.ttfts(), 0.99) > quantile(large.load.ttfts(), 0.99), f"client p99 TTFT:{both}"
+    assert quantile(small.load.ttfts(), 0.5) > quantile(large.load.ttfts(), 0.5), f"client median TTFT:{both}"
