@@ -158,6 +158,39 @@ def _tailguard_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "tailguard.cli"]
 
 
+#: The user the chart runs the operator image as (``podSecurityContext.runAsUser``); no passwd entry.
+CHART_UID = 65532
+
+#: Inside a new user and mount namespace (root there), before dropping to the chart's UID: keep /tmp
+#: writable (the chart's emptyDir) as its own mount, then make the root filesystem read-only.
+_RESTRICT = (
+    "set -e; mount --bind /tmp /tmp; mount -o remount,bind,ro /; "
+    'exec unshare --user --map-user={uid} --map-group={uid} "$@"'
+)
+
+
+def restricted_unavailable() -> str | None:
+    """Why :func:`restricted_command` cannot run here (unprivileged user namespaces refused), or None."""
+    if shutil.which("unshare") is None:
+        return "util-linux's unshare is not installed"
+    probe = subprocess.run(
+        restricted_command(["true"]),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return None if probe.returncode == 0 else f"user namespaces unavailable: {probe.stderr.strip()}"
+
+
+def restricted_command(command: Sequence[str], uid: int = CHART_UID) -> list[str]:
+    """``command`` run as the chart runs the image: as ``uid`` (a UID with no passwd entry), on a
+    read-only root filesystem with only /tmp writable. Uses unprivileged user and mount namespaces
+    (util-linux ``unshare``): no container runtime needed, files stay readable through the mapping."""
+    shell = ["sh", "-c", _RESTRICT.format(uid=uid), "-"]
+    return ["unshare", "--user", "--map-root-user", "--mount", *shell, *command]
+
+
 class OperatorProcess:
     """``tailguard run`` as a subprocess authenticated as the operator's ServiceAccount."""
 
@@ -170,8 +203,10 @@ class OperatorProcess:
         prometheus_url: str = "http://127.0.0.1:9",
         extra_args: Sequence[str] = (),
         env: dict[str, str] | None = None,
+        restricted: bool = False,
     ) -> None:
         self.identity = identity
+        self.restricted = restricted
         self.log_file = log_file
         self.namespaces = list(namespaces)
         self.prometheus_url = prometheus_url
@@ -211,12 +246,19 @@ class OperatorProcess:
         self.starts += 1
         env = {k: v for k, v in os.environ.items() if not k.startswith("TAILGUARD_")}
         env.update({"KUBECONFIG": str(self.identity.kubeconfig), "PYTHONUNBUFFERED": "1", **self.env})
+        command = self.command()
+        if self.restricted:
+            command = restricted_command(command)
+            # What a kubelet gives a user without a passwd entry: HOME=/, no USER or LOGNAME.
+            for name in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+                env.pop(name, None)
+            env["HOME"] = "/"
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "a") as fh:
-            fh.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n")
+            fh.write(f"\n===== start #{self.starts}: {' '.join(command)}\n")
             fh.flush()
             self.proc = subprocess.Popen(
-                self.command(),
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
                 stderr=subprocess.STDOUT,

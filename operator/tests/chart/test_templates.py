@@ -122,7 +122,10 @@ def test_default_args_watch_every_namespace_and_reach_prometheus(helm: Helm) -> 
     assert args.prometheus_token_file is None
     assert args.prometheus_username is None
     assert args.prometheus_ca_file is None
-    assert _env(_container(manifests)) == {}
+    # Only the pod's name, the operator's identity (UID 65532 has no passwd entry to name it).
+    assert _env(_container(manifests)) == {
+        "POD_NAME": {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    }
 
 
 def test_image_defaults_to_the_app_version_and_a_digest_pins_it(helm: Helm) -> None:

@@ -6,7 +6,10 @@ import argparse
 import asyncio
 import logging
 import os
+import pwd
+import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,26 @@ def prometheus_settings(args: argparse.Namespace) -> PrometheusSettings:
     )
 
 
+def operator_identity(environ: Mapping[str, str] = os.environ) -> str:
+    """Who this operator is, for kopf: the pod's name when the chart passes it (``POD_NAME``), else
+    ``user@host``.
+
+    Never needs a passwd entry: the chart runs the image as UID 65532, which has none, and
+    ``getpass.getuser()`` (kopf's own fallback) raises ``KeyError`` there and crashed the operator at
+    start. Without a name, the numeric UID stands in for the user.
+    """
+    for name in ("POD_NAME", "POD_ID"):
+        if environ.get(name):
+            return environ[name]
+    user = next((environ[k] for k in ("USER", "LOGNAME") if environ.get(k)), None)
+    if user is None:
+        try:
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            user = f"uid-{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
 async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = None) -> None:
     """Run kopf and the control loop until ``stop`` is set (or forever)."""
     from tailguard.handlers import lifecycle
@@ -93,6 +116,8 @@ async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = No
         try:
             await kopf.operator(
                 standalone=True,
+                # kopf's Identity is a NewType of str that kopf does not export.
+                identity=operator_identity(),  # type: ignore[arg-type]
                 clusterwide=not namespaces,
                 namespaces=namespaces,
                 liveness_endpoint=liveness,
