@@ -22,7 +22,15 @@ def configs(draw: Any) -> PolicyConfig:
     low = draw(st.integers(1, 8))
     high = draw(st.integers(low, 40))
     tpot = draw(st.one_of(st.none(), st.floats(0.01, 0.2)))
-    return replace(CONFIG, min_replicas=low, max_replicas=high, tpot_slo_s=tpot)
+    return replace(
+        CONFIG,
+        min_replicas=low,
+        max_replicas=high,
+        tpot_slo_s=tpot,
+        goodput_target=draw(st.sampled_from([0.9, 0.95, 0.99, 0.999])),
+        budget_headroom=draw(st.booleans()),
+        scale_down_limit_fraction=draw(st.sampled_from([0.25, 0.5, 1.0])),
+    )
 
 
 @st.composite

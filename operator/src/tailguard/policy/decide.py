@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from tailguard.policy.budget import Headroom, adjust_gain, headroom, record_attainment, record_load
 from tailguard.policy.capacity import (
     Capacity,
     StepModel,
@@ -280,6 +281,19 @@ def decide(
     if config.burst_reserve > 0 and healthy_capacity and peak_load > load_now and not idle:
         reserve_load = load_now + min(1.0, config.burst_reserve) * (peak_load - load_now)
         reserve = _ceil(reserve_load / (healthy_capacity * _target(config)))
+    # The error budget's headroom: hold the load the service may meet before a replica asked
+    # for now is ready, at the quantile of its history the budget allows (see ``budget``).
+    budget = max(1e-4, 1.0 - config.goodput_target)
+    startup = _startup_horizon(config, obs)
+    memory = record_load(state.budget, now, 0.0 if idle else demand, elapsed, startup)
+    memory = record_attainment(memory, _good_share(obs), rate, elapsed)
+    memory = adjust_gain(memory, budget, elapsed)
+    room = headroom(memory, budget)
+    hold: int | None = None
+    held_load = 0.0
+    if config.budget_headroom and room.learned and healthy_capacity and healthy_capacity > 0 and not idle:
+        held_load = min(load_now * room.ratio, max(room.peak, load_now))
+        hold = _ceil(held_load / healthy_capacity)
     if idle:
         recommended = config.min_replicas
         code = Reason.IDLE
@@ -318,6 +332,9 @@ def decide(
                 recommended = current + 1
         else:
             recommended = min(current, down) if down < current else current
+        holding = hold is not None and hold > recommended and not broken
+        if hold is not None and holding:
+            recommended = hold
         reserved = reserve is not None and reserve > recommended
         if reserve is not None and reserved:
             # Headroom for a burst like the last one: it will be here before new replicas are.
@@ -340,6 +357,8 @@ def decide(
         parts.append(load)
         if reserved:
             parts.append(f"reserve for {peak_load:.1f} req/s seen {now - peak_at:.0f} s ago")
+        if holding:
+            parts.append(_holding_sentence(hold, held_load, room, startup))
         if saturated:
             parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
         elif cap is not None:
@@ -355,8 +374,11 @@ def decide(
     holding = config.burst_hold_s > config.scale_down_stabilization_s
     if holding and last_breach is not None and now - last_breach < config.burst_memory_s:
         down_window = max(down_window, config.burst_hold_s)
-    # In a breach remember what the load needs at the healthy capacity, not the emergency size.
-    remembered = recommended if sized is None or not broken else min(recommended, sized)
+    # In a breach remember what the load needs at the healthy capacity, not the emergency size,
+    # but never less than the fleet serving now: the healthy need may be far smaller (the model
+    # was wrong, which is why the SLO broke), and once the breach ends the window's largest entry
+    # would then let the whole fleet go in one decision.
+    remembered = recommended if sized is None or not broken else max(current, min(recommended, sized))
     history = (*_prune(state.recommendations, now, config), (now, remembered))
     final = recommended
     limits: list[str] = []
@@ -369,6 +391,10 @@ def decide(
             if largest > final:
                 final = min(current, largest)
                 limits.append(_down_limit(window, largest, now, declared_window, state.started_at).value)
+            kept = _kept_by_rate_limit(config, state.fleet_sizes, now, down_window)
+            if final < kept:
+                final = min(current, kept)
+                limits.append(Limit.SCALE_DOWN_RATE.value)
             if final < current and obs.rollout_in_progress:
                 final = current
                 limits.append(Limit.ROLLOUT.value)
@@ -432,6 +458,8 @@ def decide(
     direction = (final > current) - (final < current)
     new_state = replace(
         state,
+        budget=memory,
+        fleet_sizes=_remember_size(state.fleet_sizes, now, max(current, final), config),
         last_valid_at=now,
         recommendations=history,
         rate_level=level,
@@ -486,6 +514,53 @@ def _prune(
             kept.append((t, r))
         newer_max = max(newer_max, r)
     return tuple(reversed(kept))
+
+
+def _startup_horizon(config: PolicyConfig, obs: Observation) -> float:
+    """Seconds from asking for a replica to its serving: measured from the service's pods when
+    reported, else the configured figure."""
+    measured = obs.startup_s
+    if measured is not None and math.isfinite(measured) and 0 < measured < 3600:
+        return measured
+    return config.startup_s
+
+
+def _good_share(obs: Observation) -> float | None:
+    """The share of the window's requests that met every SLO (goodput, else the TTFT share)."""
+    for value in (obs.goodput, obs.ttft_within_slo):
+        if value is not None and math.isfinite(value):
+            return value
+    return None
+
+
+def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: float) -> str:
+    burn = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
+    return (
+        f"holding {hold} for {load:.1f} req/s: p{room.quantile * 100:.4g} of the load within "
+        f"{startup_s:.0f} s in its history{burn}"
+    )
+
+
+def _kept_by_rate_limit(
+    config: PolicyConfig, sizes: tuple[tuple[float, int], ...], now: float, window_s: float
+) -> int:
+    """The fewest replicas the scale-down rate allows now: the largest fleet set within the
+    window, less ``scale_down_limit_fraction`` of it (rounded so that one replica may always go)."""
+    largest = max((n for t, n in sizes if 0 <= now - t <= window_s), default=0)
+    if largest <= 1:
+        return 0
+    fraction = min(1.0, max(0.0, config.scale_down_limit_fraction))
+    return min(largest - 1, math.ceil(largest * (1.0 - fraction) - 1e-9))
+
+
+def _remember_size(
+    sizes: tuple[tuple[float, int], ...], now: float, replicas: int, config: PolicyConfig
+) -> tuple[tuple[float, int], ...]:
+    """Add this decision's fleet to the sizes the scale-down rate reads, keeping only entries
+    within the longest down window that are larger than every newer one (a short list)."""
+    longest = max(config.scale_down_stabilization_s, config.burst_hold_s)
+    kept = [(t, n) for t, n in sizes if 0 <= now - t < longest and n > replicas]
+    return (*kept, (now, replicas))
 
 
 def _down_limit(

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
+
+from tailguard.policy.budget import BUCKETS as JUMP_BUCKETS
+from tailguard.policy.budget import PEAK_BUCKETS, BudgetMemory
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,9 @@ class PolicyConfig:
     #: At most ``max(current × factor, current + pods)`` replicas after one decision.
     scale_up_limit_factor: float = 2.0
     scale_up_limit_pods: int = 4
+    #: At most this share of the largest fleet of the last scale-down window is removed within
+    #: it (0.5: at least half stays); 1 removes any number at once.
+    scale_down_limit_fraction: float = 0.5
     #: Bounds of ``--max-num-seqs`` tuning; equal bounds switch tuning off.
     max_batch_min: int = 16
     max_batch_max: int = 512
@@ -45,6 +51,9 @@ class PolicyConfig:
     #: within ``burst_memory_s``: headroom learned from bursts already seen. 0 (the default)
     #: switches it off; 1 holds the fleet at the recent peak.
     burst_reserve: float = 0.0
+    #: Hold capacity for the load the service may meet within one start-up, at the quantile of
+    #: its own history that the error budget allows (see ``policy.budget``).
+    budget_headroom: bool = True
     #: Extra capacity the user asks for, as a share of the load (0.25: size for 125% of it).
     headroom: float = 0.0
     #: Expected seconds from a new replica's creation to Ready: the forecast horizon.
@@ -90,6 +99,9 @@ class Observation:
     waiting: float | None = None
     kv_cache_usage: float | None = None
     preemption_rate: float | None = None
+    #: Seconds from a pod's creation to Ready, measured over the service's recent pods
+    #: (``None``: not measured; the configured ``startup_s`` is used).
+    startup_s: float | None = None
     #: Pods whose engine reported (``None``: unknown, then ``ready_replicas`` is used).
     reporting_pods: int | None = None
     ready_replicas: int = 0
@@ -125,6 +137,7 @@ class Limit(StrEnum):
     MIN_REPLICAS = "min_replicas"
     MAX_REPLICAS = "max_replicas"
     SCALE_UP_RATE = "scale_up_rate"
+    SCALE_DOWN_RATE = "scale_down_rate"
     STABILIZATION = "stabilization"
     CAUTIOUS_START = "cautious_start"
     BURST_HOLD = "burst_hold"
@@ -196,6 +209,11 @@ class PolicyState:
     queue_seen_at: float | None = None
     #: When the running gauge last read a jump of the load (see ``decide``'s surge).
     jump_seen_at: float | None = None
+    #: ``(time, replicas set)`` within the scale-down window, each larger than every newer one:
+    #: the largest fleet of the window, which bounds how much one window may remove.
+    fleet_sizes: tuple[tuple[float, int], ...] = ()
+    #: The error budget's memory: the load's recent jumps and the attainment (see ``budget``).
+    budget: BudgetMemory = field(default_factory=BudgetMemory)
 
     def to_json(self) -> str:
         """Compact JSON; ``from_json`` reads it back to an equal state."""
@@ -251,7 +269,7 @@ def _parse_field(name: str, value: Any) -> Any:
         if value is None:
             return None
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
-    if name == "recommendations":
+    if name in ("recommendations", "fleet_sizes"):
         if not isinstance(value, list):
             return _INVALID
         out = []
@@ -281,6 +299,8 @@ def _parse_field(name: str, value: Any) -> Any:
                 if t is not None and n is not None and isinstance(k, int) and not isinstance(k, bool):
                     rows.append((t, n, k))
         return tuple(rows)
+    if name == "budget":
+        return _parse_budget(value)
     if name == "fit":
         if not isinstance(value, list) or len(value) != 5:
             return _INVALID
@@ -296,3 +316,38 @@ def _parse_field(name: str, value: Any) -> Any:
         return None
     number = _number(value)
     return number if number is not None else _INVALID
+
+
+def _parse_budget(value: Any) -> Any:
+    """The budget memory, each part checked; a part that does not parse starts over."""
+    if not isinstance(value, dict):
+        return _INVALID
+
+    def floats(raw: Any, length: int) -> tuple[float, ...]:
+        if not isinstance(raw, list) or len(raw) != length:
+            return ()
+        nums = [_number(v) for v in raw]
+        return tuple(n for n in nums if n is not None and n >= 0) if all(n is not None for n in nums) else ()
+
+    loads = []
+    for item in value.get("loads", []) if isinstance(value.get("loads"), list) else []:
+        if isinstance(item, list) and len(item) == 2:
+            t, load = _number(item[0]), _number(item[1])
+            if t is not None and load is not None and load >= 0:
+                loads.append((t, load))
+    sums = {}
+    for key in ("good_short", "all_short", "good_long", "all_long"):
+        number = _number(value.get(key))
+        sums[key] = number if number is not None and number >= 0 else 0.0
+    if sums["good_short"] > sums["all_short"] or sums["good_long"] > sums["all_long"]:
+        sums = dict.fromkeys(sums, 0.0)
+    gain = _number(value.get("gain"))
+    jumps = floats(value.get("jumps"), JUMP_BUCKETS)
+    peaks = floats(value.get("peaks"), PEAK_BUCKETS)
+    return BudgetMemory(
+        loads=tuple(loads[-64:]),
+        jumps=jumps if len(jumps) == JUMP_BUCKETS else (),
+        peaks=peaks if len(peaks) == PEAK_BUCKETS else (),
+        gain=gain if gain is not None and gain > 0 else 1.0,
+        **sums,
+    )

@@ -1,0 +1,208 @@
+"""The error budget sets the headroom: how much more than today's load the fleet holds.
+
+``1 − goodputTarget`` is the share of requests allowed to miss the SLO. A replica asked for now
+serves only after the start-up horizon, so what the fleet must hold is the load it may meet
+before help could arrive. Three pieces, all pure:
+
+* **What the load did.** Every decision records the load; once a sample is one horizon old, the
+  ratio of the largest load within the horizon after it to the load at it (a *jump*) goes into a
+  histogram on a log scale, weighted by the requests that horizon carried (a burst's requests
+  count more than a quiet minute's, as they do in goodput). Weights fade with a half-life of
+  ``HISTORY_HALF_LIFE_S``, so the service learns its own recent pattern, and the histogram is a
+  fixed 32 numbers whatever the history's length.
+* **Which quantile to hold.** With a budget ``b`` the fleet may leave about ``b`` of the requests
+  unserved on time, so it holds the jump not exceeded by ``1 − b·gain`` of the requests. A lower
+  target gives a larger budget, a lower quantile and never a larger hold.
+* **How the budget is spent (the slow outer loop).** Attainment is integrated over a short and a
+  long window. The burn rate is the miss share over the budget (1: the budget is spent exactly
+  as fast as it accrues). While both windows burn faster than 1, ``gain`` falls (a higher quantile,
+  more headroom); while the long window burns below half, it rises (less headroom). ``gain`` stays
+  within ``GAIN_MIN``–``GAIN_MAX`` so it can never wind up beyond recall.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+#: Buckets of the jump histogram: bucket i holds ratios in [R^i, R^(i+1)); the first also holds
+#: falls (ratio < 1), the last everything above R^(BUCKETS − 1) (about 16× with these figures).
+BUCKETS = 32
+RATIO_STEP = 1.095
+#: Buckets of the peak histogram: absolute loads on a log scale from ``PEAK_FLOOR`` req/s up.
+PEAK_BUCKETS = 96
+PEAK_STEP = 1.12
+PEAK_FLOOR = 0.05
+#: Old jumps fade with this half-life: the history a service has seen lately counts most.
+HISTORY_HALF_LIFE_S = 6 * 3600.0
+#: Attainment windows (time constants of the decayed sums), in seconds.
+SHORT_WINDOW_S = 300.0
+LONG_WINDOW_S = 3600.0
+#: Bounds of the budget gain, and how fast it moves (e-folds per hour at a full burn signal).
+GAIN_MIN, GAIN_MAX = 0.25, 8.0
+GAIN_RATE_PER_H = 1.5
+#: Requests (weight) a histogram needs before its quantile is trusted.
+MIN_WEIGHT = 200.0
+
+
+@dataclass(frozen=True)
+class BudgetMemory:
+    """What the budget remembers between decisions (stored in the policy state)."""
+
+    #: ``(time, load)`` of the decisions within the last horizon.
+    loads: tuple[tuple[float, float], ...] = ()
+    #: Request-weighted, fading histogram of the horizon jumps (``BUCKETS`` entries, or empty).
+    jumps: tuple[float, ...] = ()
+    #: The same for the largest load within each horizon (``PEAK_BUCKETS`` entries, or empty):
+    #: a burst already under way is not multiplied by the jumps that led into it.
+    peaks: tuple[float, ...] = ()
+    #: Decayed (good, all) requests over the short and the long window.
+    good_short: float = 0.0
+    all_short: float = 0.0
+    good_long: float = 0.0
+    all_long: float = 0.0
+    #: The quantile's multiplier on the budget (1: hold the ``1 − budget`` quantile).
+    gain: float = 1.0
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """The load to hold for and why (``ratio`` is 1 without enough history)."""
+
+    ratio: float
+    #: The largest load to hold for (req/s), whatever the ratio; ``inf`` without history.
+    peak: float
+    quantile: float
+    learned: bool
+    burn_short: float | None
+    burn_long: float | None
+
+
+def _bucket(ratio: float) -> int:
+    if not ratio > 1.0:
+        return 0
+    if not math.isfinite(ratio):
+        return BUCKETS - 1
+    return min(BUCKETS - 1, int(math.log(ratio) / math.log(RATIO_STEP)))
+
+
+def _bucket_top(index: int) -> float:
+    """The upper edge of a bucket: holding for it covers every jump within."""
+    return float(RATIO_STEP ** (index + 1))
+
+
+def _peak_bucket(load: float) -> int:
+    if not load > PEAK_FLOOR:
+        return 0
+    if not math.isfinite(load):
+        return PEAK_BUCKETS - 1
+    return min(PEAK_BUCKETS - 1, int(math.log(load / PEAK_FLOOR) / math.log(PEAK_STEP)))
+
+
+def _peak_top(index: int) -> float:
+    return float(PEAK_FLOOR * PEAK_STEP ** (index + 1))
+
+
+def _quantile_index(weights: tuple[float, ...], quantile: float) -> int:
+    total = sum(weights)
+    seen = 0.0
+    for i, weight in enumerate(weights):
+        seen += weight
+        if seen >= quantile * total:
+            return i
+    return len(weights) - 1
+
+
+def _short(value: float) -> float:
+    """Four significant digits: the annotation stays small, and a round trip through JSON exact."""
+    return float(f"{value:.4g}")
+
+
+def _fade(value: float, elapsed_s: float, window_s: float) -> float:
+    return value * math.exp(-max(0.0, elapsed_s) / window_s)
+
+
+def record_load(
+    memory: BudgetMemory, now: float, load: float, elapsed_s: float, horizon_s: float
+) -> BudgetMemory:
+    """Add this decision's load; every sample now one horizon old becomes a jump in the histogram."""
+    decay = 0.5 ** (max(0.0, elapsed_s) / HISTORY_HALF_LIFE_S)
+    jumps = [w * decay for w in memory.jumps] if len(memory.jumps) == BUCKETS else [0.0] * BUCKETS
+    peaks = [w * decay for w in memory.peaks] if len(memory.peaks) == PEAK_BUCKETS else [0.0] * PEAK_BUCKETS
+    loads = [(t, x) for t, x in memory.loads if t <= now]
+    kept: list[tuple[float, float]] = []
+    for i, (t, x) in enumerate(loads):
+        if now - t < horizon_s:
+            kept.append((t, x))
+            continue
+        later = [y for _, y in loads[i + 1 :]] + [load]
+        peak = max(later)
+        # A zero load has no ratio: any request after it is a jump of unknown size; count it as
+        # the largest bucket only if requests came (an idle service scaled to its floor).
+        ratio = peak / x if x > 0 else (math.inf if peak > 0 else 1.0)
+        weight = min(max(peak, x), 1e9) * horizon_s
+        jumps[_bucket(ratio)] += weight
+        peaks[_peak_bucket(peak)] += weight
+    kept.append((now, _short(min(max(0.0, load), 1e9)) if math.isfinite(load) else 1e9))
+    return replace(
+        memory,
+        loads=tuple(kept),
+        jumps=tuple(_short(w) for w in jumps),
+        peaks=tuple(_short(w) for w in peaks),
+    )
+
+
+def record_attainment(
+    memory: BudgetMemory, good_share: float | None, rate: float, elapsed_s: float
+) -> BudgetMemory:
+    """Add the requests of the last ``elapsed_s`` (``rate`` per second, ``good_share`` on time)."""
+    if good_share is None or not math.isfinite(good_share) or rate <= 0 or elapsed_s <= 0:
+        return memory
+    n = rate * elapsed_s
+    good = min(1.0, max(0.0, good_share)) * n
+    return replace(
+        memory,
+        good_short=_fade(memory.good_short, elapsed_s, SHORT_WINDOW_S) + good,
+        all_short=_fade(memory.all_short, elapsed_s, SHORT_WINDOW_S) + n,
+        good_long=_fade(memory.good_long, elapsed_s, LONG_WINDOW_S) + good,
+        all_long=_fade(memory.all_long, elapsed_s, LONG_WINDOW_S) + n,
+        # (kept exact: the burn rate reads the small difference of good and all)
+    )
+
+
+def burn_rate(good: float, total: float, budget: float) -> float | None:
+    """The share of requests missed over the budget; ``None`` with too few requests to tell."""
+    if total < 1.0 / max(budget, 1e-6):
+        return None
+    return (1.0 - good / total) / max(budget, 1e-6)
+
+
+def adjust_gain(memory: BudgetMemory, budget: float, elapsed_s: float) -> BudgetMemory:
+    """The outer loop: more headroom while the budget burns too fast, less while it lasts."""
+    short = burn_rate(memory.good_short, memory.all_short, budget)
+    long = burn_rate(memory.good_long, memory.all_long, budget)
+    if short is None or long is None:
+        return memory
+    step = GAIN_RATE_PER_H * max(0.0, elapsed_s) / 3600.0
+    gain = memory.gain
+    if short > 1.0 and long > 1.0:
+        # Burning faster than it accrues: more headroom, the faster the more it burns.
+        gain *= math.exp(-2.0 * step * min(2.0, math.log(min(short, long)) + 0.5))
+    elif long < 0.5 and short < 1.0:
+        # Spending under half of it: less headroom, at a pace that grows with the slack.
+        gain *= math.exp(step * min(2.0, math.log(0.5 / max(long, 1e-3))))
+    return replace(memory, gain=min(GAIN_MAX, max(GAIN_MIN, gain)))
+
+
+def headroom(memory: BudgetMemory, budget: float) -> Headroom:
+    """The jump and the peak to hold for: the ``1 − budget·gain`` request-weighted quantiles of the
+    history. The load to hold is ``min(load × ratio, peak)``."""
+    quantile = min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * memory.gain))
+    short = burn_rate(memory.good_short, memory.all_short, budget)
+    long = burn_rate(memory.good_long, memory.all_long, budget)
+    if sum(memory.jumps) < MIN_WEIGHT or len(memory.peaks) != PEAK_BUCKETS:
+        return Headroom(1.0, math.inf, quantile, False, short, long)
+    index = _quantile_index(memory.jumps, quantile)
+    ratio = 1.0 if index == 0 else _bucket_top(index)
+    peak = _peak_top(_quantile_index(memory.peaks, quantile))
+    return Headroom(ratio, peak, quantile, True, short, long)

@@ -1,0 +1,194 @@
+"""The error budget's headroom: what the load did, which quantile the budget allows, and the slow
+outer loop on the burn rate; then the same through ``decide`` on a fake clock."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policy.helpers import CONFIG, Run, healthy
+from tailguard.policy import PolicyState
+from tailguard.policy.budget import (
+    BUCKETS,
+    GAIN_MAX,
+    GAIN_MIN,
+    BudgetMemory,
+    adjust_gain,
+    burn_rate,
+    headroom,
+    record_attainment,
+    record_load,
+)
+
+HORIZON = 90.0
+STEP = 15.0
+
+
+def _memory(loads: list[float], memory: BudgetMemory | None = None) -> BudgetMemory:
+    memory = memory or BudgetMemory()
+    for i, load in enumerate(loads):
+        memory = record_load(memory, i * STEP, load, STEP, HORIZON)
+    return memory
+
+
+def _bursts(calm: float, burst: float, minutes: int) -> list[float]:
+    """Four minutes calm, one minute of burst, repeated."""
+    period = [calm] * 16 + [burst] * 4
+    return (period * (minutes * 4 // len(period) + 1))[: minutes * 4]
+
+
+@pytest.mark.parametrize(
+    ("loads", "ratio_at_least", "ratio_at_most"),
+    [
+        pytest.param([50.0] * 200, 1.0, 1.0, id="flat load: no jump"),
+        pytest.param(_bursts(10.0, 40.0, 50), 3.5, 4.5, id="bursts of four times the calm"),
+        pytest.param([10.0 + 0.01 * i for i in range(200)], 1.0, 1.1, id="slow ramp: a small jump"),
+    ],
+)
+def test_the_jump_held_is_the_one_the_history_shows(
+    loads: list[float], ratio_at_least: float, ratio_at_most: float
+) -> None:
+    room = headroom(_memory(loads), budget=0.01)
+    assert room.learned
+    assert ratio_at_least <= room.ratio <= ratio_at_most, room
+
+
+def test_a_burst_under_way_is_not_multiplied_by_the_jump_into_it() -> None:
+    room = headroom(_memory(_bursts(10.0, 40.0, 50)), budget=0.01)
+    # At the burst's level the peak caps what is held: about the burst, not four times it.
+    held = min(40.0 * room.ratio, max(room.peak, 40.0))
+    assert 40.0 <= held <= 40.0 * 1.15, room
+
+
+def test_without_enough_history_nothing_is_held() -> None:
+    room = headroom(_memory([5.0, 5.0]), budget=0.01)
+    assert not room.learned
+    assert room.ratio == 1.0
+
+
+@pytest.mark.parametrize(
+    ("target", "quantile"),
+    [(0.999, 0.999), (0.99, 0.99), (0.95, 0.95), (0.5, 0.5)],
+)
+def test_the_quantile_is_what_the_budget_allows(target: float, quantile: float) -> None:
+    room = headroom(_memory(_bursts(10, 40, 50)), budget=1.0 - target)
+    assert room.quantile == pytest.approx(quantile)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    loads=st.lists(st.floats(0.0, 500.0), min_size=20, max_size=120),
+    targets=st.tuples(st.sampled_from([0.8, 0.9, 0.95]), st.sampled_from([0.99, 0.995, 0.999])),
+)
+def test_a_lower_target_never_holds_more(loads: list[float], targets: tuple[float, float]) -> None:
+    memory = _memory(loads)
+    low, high = (headroom(memory, budget=1.0 - t) for t in targets)
+    assert low.ratio <= high.ratio
+    assert low.peak <= high.peak
+
+
+def test_the_histogram_stays_bounded_however_long_the_history() -> None:
+    memory = _memory(_bursts(10.0, 40.0, 600))
+    assert len(memory.jumps) == BUCKETS
+    assert len(memory.loads) <= HORIZON / STEP + 1
+
+
+@pytest.mark.parametrize(
+    ("good", "expected"),
+    [(0.99, 1.0), (0.98, 2.0), (1.0, 0.0), (0.995, 0.5)],
+)
+def test_burn_rate_is_the_miss_share_over_the_budget(good: float, expected: float) -> None:
+    assert burn_rate(good * 10_000, 10_000, 0.01) == pytest.approx(expected)
+
+
+def test_burn_rate_needs_enough_requests_to_tell() -> None:
+    assert burn_rate(5, 10, 0.01) is None
+
+
+def _gain_after(good_share: float, hours: float, start: float = 1.0) -> float:
+    memory = BudgetMemory(gain=start)
+    for _ in range(int(hours * 3600 / STEP)):
+        memory = record_attainment(memory, good_share, 50.0, STEP)
+        memory = adjust_gain(memory, 0.01, STEP)
+    return memory.gain
+
+
+def test_burning_too_fast_raises_the_headroom_and_slack_lowers_it() -> None:
+    assert _gain_after(0.95, 1.0) < 1.0  # burning at 5×: a higher quantile (less gain)
+    assert _gain_after(0.9999, 1.0) > 1.0  # burning at 0.01×: a lower quantile
+    assert _gain_after(0.993, 1.0) == pytest.approx(1.0)  # at 0.7×: left alone
+
+
+def test_the_gain_stays_within_its_bounds_and_comes_back() -> None:
+    wound = _gain_after(0.5, 24.0)
+    assert wound == pytest.approx(GAIN_MIN)
+    assert _gain_after(1.0, 24.0, start=wound) == pytest.approx(GAIN_MAX)
+
+
+def test_budget_memory_survives_the_annotation() -> None:
+    memory = record_attainment(_memory(_bursts(10.0, 40.0, 30)), 0.98, 20.0, STEP)
+    state = PolicyState(budget=memory)
+    assert PolicyState.from_json(state.to_json()) == state
+
+
+@pytest.mark.parametrize(
+    "budget_json",
+    [
+        '"nonsense"',
+        '{"jumps": [1, 2, 3]}',
+        '{"loads": [[1, -5], ["x", 2]], "gain": -1}',
+        '{"good_long": 10, "all_long": 5}',
+    ],
+)
+def test_a_damaged_budget_memory_starts_over_and_never_fails(budget_json: str) -> None:
+    state = PolicyState.from_json('{"version": 1, "budget": ' + budget_json + "}")
+    room = headroom(state.budget, 0.01)
+    assert not room.learned
+    assert state.budget.gain > 0
+    assert state.budget.good_long <= state.budget.all_long
+
+
+# -- through decide -------------------------------------------------------------------------
+
+
+def _calm_after_bursts(target: float) -> int:
+    """A service that saw a burst of three times its load every five minutes, now in a calm."""
+    config = replace(CONFIG, budget_headroom=True, goodput_target=target, max_replicas=32)
+    run = Run(config=config, replicas=3)
+    for _ in range(6):
+        run.hold(lambda n: healthy(40.0, n), 240)
+        run.hold(lambda n: healthy(120.0, n), 60)
+    decision = run.hold(lambda n: healthy(40.0, n), 120)
+    return decision.replicas
+
+
+def test_a_service_that_saw_bursts_holds_for_them_in_the_calm() -> None:
+    plain = Run(config=replace(CONFIG, max_replicas=32), replicas=3)
+    for _ in range(6):
+        plain.hold(lambda n: healthy(40.0, n), 240)
+        plain.hold(lambda n: healthy(120.0, n), 60)
+    without = plain.hold(lambda n: healthy(40.0, n), 600).replicas
+    with_budget = _calm_after_bursts(0.99)
+    assert with_budget > without, (with_budget, without)
+
+
+def test_the_reason_says_what_is_held_and_why() -> None:
+    config = replace(CONFIG, budget_headroom=True, max_replicas=32)
+    run = Run(config=config, replicas=3)
+    for _ in range(6):
+        run.hold(lambda n: healthy(40.0, n), 240)
+        run.hold(lambda n: healthy(120.0, n), 60)
+    decision = run.hold(lambda n: healthy(40.0, n), 120)
+    assert "holding" in decision.reason
+    assert "of the load within 90 s" in decision.reason
+    assert "error budget burning at" in decision.reason
+
+
+def test_a_lower_target_never_holds_more_replicas() -> None:
+    held = [_calm_after_bursts(t) for t in (0.8, 0.95, 0.99)]
+    assert held == sorted(held), held
+    assert math.isfinite(held[-1])
