@@ -174,6 +174,10 @@ class PolicyState:
     output_tokens: float | None = None
     #: Decayed sums of (replica batch N, step time τ): weight, ΣN, ΣN², Στ, ΣNτ.
     fit: tuple[float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0)
+    #: Decayed sums on the same pairs with the prompt tokens x prefilled per step: Σx, Σx², ΣNx, Σxτ.
+    prefill_fit: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    #: Mean prompt tokens per request (smoothed); ``None`` while no prompt-token rate was read.
+    prompt_tokens: float | None = None
     #: Shortest step time seen (the base step) and how far p99 TPOT runs above the mean step.
     step_floor_s: float | None = None
     tpot_offset_s: float | None = None
@@ -281,8 +285,8 @@ def _parse_field(name: str, value: Any) -> Any:
                 if t is not None and n is not None and isinstance(k, int) and not isinstance(k, bool):
                     rows.append((t, n, k))
         return tuple(rows)
-    if name == "fit":
-        if not isinstance(value, list) or len(value) != 5:
+    if name in ("fit", "prefill_fit"):
+        if not isinstance(value, list) or len(value) != (5 if name == "fit" else 4):
             return _INVALID
         nums = [_number(v) for v in value]
         if any(n is None for n in nums):
