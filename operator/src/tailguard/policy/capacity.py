@@ -224,10 +224,12 @@ class Capacity:
     def explain(self) -> str:
         """The bound in words: 'bound by prefill: …; TTFT SLO: batch 12 at 64 ms/step'."""
         limit = f"{self.bound}: batch {self.batch:.0f} at {self.step_s * 1e3:.0f} ms/step"
-        if self.prompt_tokens is not None and self.prefill_share >= 0.5 and self.prefill_tokens_per_s:
+        prompts = self.prompt_tokens is not None and self.prefill_tokens_per_s
+        if prompts and (self.prefill_share >= 0.5 or self.bound == "TTFT SLO"):
+            # Prompts queueing for their prefill is what holds TTFT, or they take most of the time.
             text = (
-                f"bound by prefill: {self.prompt_tokens:,.0f} prompt tokens/request at "
-                f"{_tokens(self.prefill_tokens_per_s)} tokens/s, "
+                f"bound by prefill: {self.prompt_tokens or 0.0:,.0f} prompt tokens/request at "
+                f"{_tokens(self.prefill_tokens_per_s or 0.0)} tokens/s, "
                 f"{self.prefill_share:.0%} of engine time; {limit}"
             )
         else:
