@@ -166,7 +166,8 @@ def test_state_with_new_fields_round_trips_and_stays_small() -> None:
     assert run.state.in_flight
     assert run.state.load_peaks
     assert PolicyState.from_json(run.state.to_json()) == run.state
-    assert len(run.state.to_json()) < 2048
+    # The budget's histograms are a fixed 128 numbers of four digits: about 1 kB more than before.
+    assert len(run.state.to_json()) < 3072
 
 
 def test_unreadable_new_fields_take_their_defaults() -> None:

@@ -1,20 +1,38 @@
 """A per-replica capacity model learned online from what Prometheus reports.
 
-A vLLM replica decodes its whole batch each engine step, so the mean step time τ grows with the
-batch N about linearly: τ(N) = α + β·N (the base step reads the weights; each sequence adds its
-own work). By Little's law a replica holding N requests of ``out`` output tokens finishes
+A vLLM replica runs engine steps. Each step decodes one token for every running request and
+fills the rest of its token budget with prompt chunks (chunked prefill), so its time is about
 
-    λ(N) = N / (out · τ(N))  requests per second.
+    τ = α + β·N + γ·x
 
-The sustainable batch N* is the smallest of: ``batch_fill`` × max batch (beyond it requests
-queue for a slot and TTFT jumps), the batch whose step time keeps p99 TPOT under its SLO, and the
-batch the KV cache holds. Capacity is λ(N*), scaled by a correction learned from breaches.
+with N the decode batch, x the prompt tokens prefilled in that step, α the base step (the weight
+read every step pays), β the cost of one more sequence and γ the cost of one prompt token.
 
-τ is the mean inter-token latency over the window and N the mean decode batch (generated tokens
-per second × τ). The base step α is the shortest step seen (at a small batch τ ≈ α); the slope β
-is a least-squares fit of τ − α against N through the origin, over pairs that fade with a
-half-life of ``FIT_HALF_LIFE_S``, plus one prior pair (N = ``PRIOR_BATCH``, τ = ``PRIOR_RATIO`` × α)
-of small weight, so that a service only ever seen at light load does not extrapolate a flat line.
+Over a window a replica with prompt tokens arriving at p per second prefills x ≈ p·τ̄ tokens per
+step, so the mean inter-token latency τ̄ (every step of a decode, prefill chunks included) obeys
+τ̄ − α = β·N + γ·p·τ̄. Both features are measured: N is generated tokens per second × τ̄ (Little's
+law), p is the prompt-token rate. The base step α is the smallest one any observation implies on
+the prior curve; β and γ are a least-squares fit of τ̄ − α on (N, x) through the origin, over
+pairs that fade with a half-life of ``FIT_HALF_LIFE_S``, plus two prior pairs of small weight:
+at a batch of ``PRIOR_BATCH`` the decode step is ``PRIOR_RATIO`` base steps, and a prompt token
+costs α / ``PRIOR_TOKENS_PER_BASE``. A service only ever seen at light load or with short prompts
+thus does not extrapolate a flat line.
+
+In a steady state with P prompt tokens and ``out`` output tokens per request, N/out requests
+finish per step and as many prompts are prefilled, so the mean step at batch N is
+
+    τ̄(N) = α + (β + γ·P/out)·N
+
+and by Little's law the replica finishes λ(N) = N / (out·τ̄(N)) = 1 / (out·τ_d(N)/N + γ·P)
+requests per second, τ_d = α + β·N being the decode part. The prompt share of engine time is
+γ·P·λ. The sustainable batch N* is the smallest of: ``batch_fill`` × max batch (beyond it
+requests queue for a slot), the batch whose mean step keeps p99 TPOT under its SLO, the batch the
+KV cache holds, and the batch at which p99 TTFT (queueing behind other prompts + the prefill
+itself, see :func:`ttft_p99`) reaches its SLO. Capacity is λ(N*), scaled by a correction learned
+from breaches.
+
+Without a prompt-token rate no prompt cost can be told apart: β then carries the prompts of the
+current mix and a prompt counts as one more decode step, as it did before γ was learned.
 """
 
 from __future__ import annotations
@@ -26,32 +44,61 @@ FIT_HALF_LIFE_S = 1800.0
 #: Minimum spread of N (relative to its mean) before the least-squares slope is trusted.
 _MIN_SPREAD = 0.15
 
+#: Decayed sums of (N, τ): weight, ΣN, ΣN², Στ, ΣNτ.
 Fit = tuple[float, float, float, float, float]
+#: Decayed sums with the prompt tokens per step x, on the same pairs: Σx, Σx², ΣNx, Σxτ.
+PrefillFit = tuple[float, float, float, float]
+
+EMPTY_PREFILL_FIT: PrefillFit = (0.0, 0.0, 0.0, 0.0)
+
+
+def _decay(elapsed_s: float) -> float:
+    return float(0.5 ** (max(0.0, elapsed_s) / FIT_HALF_LIFE_S))
 
 
 def update_fit(fit: Fit, batch: float, step_s: float, elapsed_s: float) -> Fit:
     """Fade the sums by ``elapsed_s`` and add the pair (batch, step)."""
-    decay = 0.5 ** (max(0.0, elapsed_s) / FIT_HALF_LIFE_S)
+    decay = _decay(elapsed_s)
     w, sn, snn, st, snt = (v * decay for v in fit)
     return (w + 1.0, sn + batch, snn + batch * batch, st + step_s, snt + batch * step_s)
 
 
+def update_prefill_fit(
+    fit: PrefillFit, batch: float, prefill_tokens: float, step_s: float, elapsed_s: float
+) -> PrefillFit:
+    """Fade the prompt sums exactly as :func:`update_fit` fades its own and add x for this pair."""
+    decay = _decay(elapsed_s)
+    sx, sxx, snx, sxt = (v * decay for v in fit)
+    x = prefill_tokens
+    return (sx + x, sxx + x * x, snx + batch * x, sxt + x * step_s)
+
+
 @dataclass(frozen=True)
 class StepModel:
-    """τ(N) = alpha + beta·N, in seconds."""
+    """τ = alpha + beta·N + gamma·x, in seconds (x: prompt tokens prefilled in the step)."""
 
     alpha: float
     beta: float
     fitted: bool
+    #: Seconds per prompt token; the prior's until prompts were seen.
+    gamma: float = 0.0
+    #: Whether ``gamma`` comes from observed prompt tokens (not the prior alone).
+    prefill_learned: bool = False
 
     def step(self, batch: float) -> float:
+        """The decode step at batch N (no prompt chunk in it)."""
         return self.alpha + self.beta * batch
 
     def batch_for_step(self, step_s: float) -> float:
-        """The largest batch whose step time stays within ``step_s``."""
+        """The largest batch whose decode step stays within ``step_s``."""
         if step_s <= self.alpha:
             return 0.0
         return math.inf if self.beta <= 0 else (step_s - self.alpha) / self.beta
+
+    def for_mix(self, prompt_tokens: float, output_tokens: float) -> StepModel:
+        """The mean step as a line in N for this mix: each step also prefills P·N/out tokens."""
+        slope = self.beta + self.gamma * max(0.0, prompt_tokens) / max(1.0, output_tokens)
+        return StepModel(self.alpha, slope, self.fitted, 0.0, self.prefill_learned)
 
 
 #: The prior pair: at a batch of 200 the step is four base steps (8B and 70B models on H100 and
@@ -59,31 +106,102 @@ class StepModel:
 PRIOR_BATCH = 200.0
 PRIOR_RATIO = 4.0
 PRIOR_WEIGHT = 1.0
+#: The prompt prior: one base step prefills this many prompt tokens beyond the decodes. The
+#: profiles fitted to calibration.md sit at 250 (Llama-3-8B BF16 on H100 and A100, 70B FP8 on
+#: 2×H100) to 600 (8B FP8 on H100); 400 is within 1.6× of each. Its weight is one pair at
+#: ``PRIOR_PREFILL_TOKENS`` tokens per step (vLLM's smallest default prefill budget is 2,048):
+#: steps that carry a few hundred prompt tokens outweigh it within a dozen observations, while
+#: a service seen only with short prompts keeps the prior's cost for long ones.
+PRIOR_TOKENS_PER_BASE = 400.0
+PRIOR_PREFILL_TOKENS = 1000.0
+#: Prompt tokens per step, summed over the fit, before γ counts as learned rather than prior.
+_PREFILL_EVIDENCE = 3.0 * PRIOR_PREFILL_TOKENS
 
 
-def implied_base(batch: float, step_s: float) -> float:
-    """The base step α for which (batch, step) lies on the prior curve α·(1 + (r−1)·N/N₀)."""
-    return step_s / (1.0 + (PRIOR_RATIO - 1.0) * max(0.0, batch) / PRIOR_BATCH)
+def implied_base(batch: float, step_s: float, prefill_tokens: float = 0.0) -> float:
+    """The base step α for which (batch, step) lies on the prior curve α·(1 + (r−1)·N/N₀) + γ₀·x
+    with γ₀ = α / ``PRIOR_TOKENS_PER_BASE``."""
+    return step_s / (
+        1.0
+        + (PRIOR_RATIO - 1.0) * max(0.0, batch) / PRIOR_BATCH
+        + max(0.0, prefill_tokens) / PRIOR_TOKENS_PER_BASE
+    )
 
 
-def anchored_model(batch: float, step_s: float) -> StepModel:
+def anchored_model(batch: float, step_s: float, prefill_tokens: float = 0.0) -> StepModel:
     """The prior curve's shape through one (batch, step) pair."""
-    alpha = implied_base(batch, step_s)
-    return StepModel(alpha, alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH, fitted=False)
+    alpha = implied_base(batch, step_s, prefill_tokens)
+    return StepModel(
+        alpha, alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH, fitted=False, gamma=alpha / PRIOR_TOKENS_PER_BASE
+    )
 
 
-def step_model(fit: Fit, floor_s: float | None) -> StepModel | None:
-    """The step-time line from the sums and the base step, or ``None`` before any pair was seen."""
+def step_model(fit: Fit, floor_s: float | None, prefill: PrefillFit | None = None) -> StepModel | None:
+    """The step-time model from the sums and the base step, or ``None`` before any pair was seen.
+
+    Without prompt sums (no prompt-token rate was ever read) the fit has one feature, N, and
+    ``gamma`` is 0: the prompts of the observed mix are then part of β.
+    """
     w, sn, snn, _st, snt = fit
     if w < 1e-9 or floor_s is None or floor_s <= 0:
         return None
     alpha = floor_s
-    # Σ N·(τ − α) / Σ N² with the prior pair added.
-    num = snt - alpha * sn + PRIOR_WEIGHT * PRIOR_BATCH * (PRIOR_RATIO - 1.0) * alpha
-    den = snn + PRIOR_WEIGHT * PRIOR_BATCH * PRIOR_BATCH
-    beta = max(num / den, 0.0)
     spread = snn / w - (sn / w) ** 2
-    return StepModel(alpha, beta, fitted=w >= 3.0 and spread > (_MIN_SPREAD * sn / w) ** 2)
+    fitted = w >= 3.0 and spread > (_MIN_SPREAD * sn / w) ** 2
+    beta0 = alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH
+    # Normal equations of Σ(τ − α − βN − γx)² plus the prior pairs (N₀, 0) and (0, x₀).
+    a11 = snn + PRIOR_WEIGHT * PRIOR_BATCH * PRIOR_BATCH
+    b1 = snt - alpha * sn + PRIOR_WEIGHT * PRIOR_BATCH * PRIOR_BATCH * beta0
+    if prefill is None:
+        return StepModel(alpha, max(b1 / a11, 0.0), fitted)
+    sx, sxx, snx, sxt = prefill
+    gamma0 = alpha / PRIOR_TOKENS_PER_BASE
+    prior_x = PRIOR_WEIGHT * PRIOR_PREFILL_TOKENS * PRIOR_PREFILL_TOKENS
+    a22 = sxx + prior_x
+    a12 = snx
+    b2 = sxt - alpha * sx + prior_x * gamma0
+    det = a11 * a22 - a12 * a12
+    beta = (b1 * a22 - b2 * a12) / det if det > 0 else b1 / a11
+    gamma = (a11 * b2 - a12 * b1) / det if det > 0 else gamma0
+    # Neither cost is negative: if one would be, the other is fitted alone.
+    if beta < 0:
+        beta, gamma = 0.0, max(0.0, b2 / a22)
+    elif gamma < 0:
+        beta, gamma = max(0.0, b1 / a11), 0.0
+    return StepModel(alpha, beta, fitted, gamma, prefill_learned=sx >= _PREFILL_EVIDENCE)
+
+
+#: Prompt tokens one step takes with its decodes (vLLM's ``max-num-batched-tokens``). The policy
+#: does not read it; 2,048 is the smallest of vLLM's defaults, and a larger budget only makes the
+#: modelled TTFT longer than the real one.
+PREFILL_BUDGET = 2048.0
+#: p99 of the wait behind other prompts, in units of one prompt's prefill at prefill occupancy ρ,
+#: is about ``_QUEUE_SHAPE`` · ln(100ρ) / (1 − ρ): the exponential tail of an M/G/1 queue whose
+#: service times (one prompt's prefill) vary with a squared coefficient of variation c²,
+#: (1 + c²)/2 = 0.75 for c² = 0.5. Log-normal prompt lengths of σ 0.5–0.8 give c² 0.3–0.9.
+_QUEUE_SHAPE = 0.75
+#: Share of the TTFT SLO the modelled p99 may use (the rest absorbs what the model leaves out).
+_TTFT_BUDGET = 0.9
+
+
+def ttft_p99(model: StepModel, batch: float, rate: float, prompt_tokens: float) -> float:
+    """Modelled p99 TTFT of a replica at decode batch N finishing ``rate`` requests per second.
+
+    TTFT is the step in progress, then queueing behind earlier prompts, then the prompt's own
+    prefill. While prompts queue, every step carries the decodes and fills the rest of its budget
+    B with prompt chunks, so a prompt of P tokens takes s = P·(τ_d(N) + γ·(B − N)) / (B − N) of
+    engine time, and prompts keep the prefill busy ρ = rate·s of the time.
+    """
+    room = max(PREFILL_BUDGET - batch, 0.125 * PREFILL_BUDGET)
+    prompt = max(0.0, prompt_tokens)
+    service = prompt * (model.step(batch) + model.gamma * room) / room
+    rho = rate * service
+    if rho >= 1.0:
+        return math.inf
+    wait = _QUEUE_SHAPE * max(0.0, math.log(100.0 * rho)) / (1.0 - rho) if rho > 0.01 else 0.0
+    # the step in progress: a decode step stretched by the prompt chunks of the mean load
+    mean_step = model.step(batch) / (1.0 - min(rho, model.gamma * prompt * rate))
+    return mean_step + service * (1.0 + wait)
 
 
 @dataclass(frozen=True)
@@ -93,7 +211,36 @@ class Capacity:
     rate: float
     batch: float
     step_s: float
-    bound: str  # "max batch", "TPOT SLO" or "KV cache"
+    bound: str  # "max batch", "TPOT SLO", "KV cache" or "TTFT SLO"
+    #: Mean prompt tokens per request the figure is for (``None``: unknown, no prompt rate).
+    prompt_tokens: float | None = None
+    #: Share of the replica's engine time spent prefilling prompts at this rate.
+    prefill_share: float = 0.0
+    #: Prompt tokens per second a replica prefills when it does nothing else (1/γ).
+    prefill_tokens_per_s: float | None = None
+    #: What the figure could not use, for the reason sentence.
+    note: str | None = None
+
+    def explain(self) -> str:
+        """The bound in words: 'bound by prefill: …; TTFT SLO: batch 12 at 64 ms/step'."""
+        limit = f"{self.bound}: batch {self.batch:.0f} at {self.step_s * 1e3:.0f} ms/step"
+        prompts = self.prompt_tokens is not None and self.prefill_tokens_per_s
+        if prompts and (self.prefill_share >= 0.5 or self.bound == "TTFT SLO"):
+            # Prompts queueing for their prefill is what holds TTFT, or they take most of the time.
+            text = (
+                f"bound by prefill: {self.prompt_tokens or 0.0:,.0f} prompt tokens/request at "
+                f"{_tokens(self.prefill_tokens_per_s or 0.0)} tokens/s, "
+                f"{self.prefill_share:.0%} of engine time; {limit}"
+            )
+        else:
+            text = f"bound by {limit}"
+            if self.prompt_tokens is not None and self.prefill_share >= 0.05:
+                text += f"; prefill {self.prefill_share:.0%} of engine time"
+        return f"{text}; {self.note}" if self.note else text
+
+
+def _tokens(per_s: float) -> str:
+    return f"{per_s / 1000:.0f}k" if per_s >= 10_000 else f"{per_s:,.0f}"
 
 
 def capacity(
@@ -107,19 +254,26 @@ def capacity(
     kv_per_seq: float | None,
     batch_now: float | None = None,
     tpot_ok_now: bool = False,
+    prompt_tokens: float | None = None,
+    ttft_slo_s: float | None = None,
+    note: str | None = None,
 ) -> Capacity:
     """λ(N*) for one replica; see the module text for N*.
 
-    p99 TPOT is modelled as the mean step plus ``tpot_offset_s`` (learned; until then a quarter
-    of the step). A batch at which p99 TPOT is seen within its SLO is never ruled out.
+    p99 TPOT is modelled as the mean step (prompt chunks included) plus ``tpot_offset_s``
+    (learned; until then a quarter of the step). A batch at which p99 TPOT is seen within its SLO
+    is never ruled out. Without ``prompt_tokens`` a prompt costs one more decode step.
     """
+    out = max(1.0, output_tokens)
+    prompt = max(0.0, prompt_tokens) if prompt_tokens is not None else None
+    mix = model.for_mix(prompt, out) if prompt is not None else model
     limits = [(batch_fill * max_batch, "max batch")]
     if tpot_slo_s is not None:
         budget = 0.9 * tpot_slo_s
         allowed = (
-            model.batch_for_step(budget - tpot_offset_s)
+            mix.batch_for_step(budget - tpot_offset_s)
             if tpot_offset_s is not None
-            else model.batch_for_step(budget / 1.25)
+            else mix.batch_for_step(budget / 1.25)
         )
         if tpot_ok_now and batch_now is not None:
             allowed = max(allowed, batch_now)
@@ -128,7 +282,29 @@ def capacity(
         limits.append((0.9 / kv_per_seq, "KV cache"))
     batch, bound = min(limits, key=lambda item: item[0])
     batch = max(1.0, batch)
-    step = model.step(batch)
-    # a request spends its output tokens in decode steps and about one more step in prefill
-    rate = batch / ((max(1.0, output_tokens) + 1.0) * step)
-    return Capacity(rate, batch, step, bound)
+
+    def rate_at(n: float) -> float:
+        if prompt is None:
+            # a prompt costs about one more decode step (β carries the rest of the mix)
+            return n / ((out + 1.0) * model.step(n))
+        return n / (out * mix.step(n))
+
+    if ttft_slo_s is not None and prompt is not None:
+        target = _TTFT_BUDGET * ttft_slo_s
+        if ttft_p99(model, batch, rate_at(batch), prompt) > target:
+            # The rate grows with the batch and the modelled TTFT with both: bisect.
+            lo, hi = 0.0, batch
+            for _ in range(40):
+                mid = 0.5 * (lo + hi)
+                if mid > 0 and ttft_p99(model, mid, rate_at(mid), prompt) <= target:
+                    lo = mid
+                else:
+                    hi = mid
+            batch, bound = max(lo, 1e-3), "TTFT SLO"
+    rate = rate_at(batch)
+    share = 0.0
+    per_s: float | None = None
+    if prompt is not None:
+        share = min(1.0, rate * model.gamma * prompt)
+        per_s = 1.0 / model.gamma if model.gamma > 0 else None
+    return Capacity(rate, batch, mix.step(batch), bound, prompt, share, per_s, note)

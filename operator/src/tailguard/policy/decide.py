@@ -31,6 +31,7 @@ from tailguard.policy.capacity import (
     implied_base,
     step_model,
     update_fit,
+    update_prefill_fit,
 )
 from tailguard.policy.signals import Derived, breach, check, derive, finite, is_idle
 from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
@@ -121,15 +122,28 @@ def decide(
     # -- learn ------------------------------------------------------------------------------
     waiting = obs.waiting or 0.0
     fit = state.fit
+    prefill_fit = state.prefill_fit
     floor = state.step_floor_s
+    prompt_tokens = state.prompt_tokens
+    if derived.prompt_tokens is not None:
+        prompt_tokens = _ewma(prompt_tokens, derived.prompt_tokens, 0.2)
+    # Prompt tokens prefilled per step: measured, or (the prompt rate missing this once) the
+    # remembered prompt length at this window's request rate.
+    prefill_x = derived.prefill_tokens
+    if prefill_x is None and prompt_tokens is not None and derived.step_s is not None:
+        prefill_x = prompt_tokens * (derived.per_replica_rate or 0.0) * derived.step_s
     if derived.batch is not None and derived.step_s is not None and not obs.rollout_in_progress:
         # The base step this pair implies if it lies on the prior curve; at a small batch that is
-        # the step itself, at a large one it is not fooled into taking a full step for the base.
-        base = implied_base(derived.batch, derived.step_s)
+        # the step itself, at a large one it is not fooled into taking a full step for the base,
+        # nor, with long prompts, into taking their chunks for it.
+        base = implied_base(derived.batch, derived.step_s, prefill_x or 0.0)
         # Not in a breach: the steps of a queued engine carry the prompts of the queue too, and
         # fitting them would make the curve steep and the capacity low long after the burst.
         if derived.fit_material and not broken:
             fit = update_fit(fit, derived.batch, derived.step_s, elapsed)
+            prefill_fit = update_prefill_fit(
+                prefill_fit, derived.batch, prefill_x or 0.0, derived.step_s, elapsed
+            )
             floor = base if floor is None else min(floor, base)
     out_tokens = state.output_tokens
     if derived.output_tokens is not None:
@@ -212,13 +226,19 @@ def decide(
     queue_at = now if queued else state.queue_seen_at
     queue_gone = queue_at is None or now - queue_at > config.rate_window_s
 
-    model = step_model(fit, floor)
+    # Without any prompt-token rate the fit has one feature and the prompts of the mix are in β.
+    model = step_model(fit, floor, prefill_fit if prompt_tokens is not None else None)
+    note = None if prompt_tokens is not None else "prefill cost not learned: no prompt token rate"
     if not derived.fit_material and derived.batch is not None and derived.step_s is not None:
         # Without the latency mean the step is running ÷ token rate, which moves with the running
         # gauge by construction: no slope can be learned from it. Use the prior curve's shape
         # through this observation instead, so the capacity is anchored at what is served now.
-        model = anchored_model(derived.batch, derived.step_s)
-    cap = _capacity(config, model, out_tokens, obs.max_batch, offset, derived, tpot_ok)
+        model = anchored_model(derived.batch, derived.step_s, prefill_x or 0.0)
+        if prompt_tokens is not None:
+            note = "prefill cost from the prior: no inter-token latency"
+    elif model is not None and prompt_tokens is not None and not model.prefill_learned:
+        note = "prefill cost from the prior: few prompt tokens seen"
+    cap = _capacity(config, model, out_tokens, obs.max_batch, offset, derived, tpot_ok, prompt_tokens, note)
     scale = state.capacity_scale
     if cap is not None and derived.per_replica_rate is not None and not idle:
         per = derived.per_replica_rate
@@ -362,10 +382,7 @@ def decide(
         if saturated:
             parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
         elif cap is not None:
-            parts.append(
-                f"capacity {per_replica:.1f} req/s per replica (bound by {cap.bound}: "
-                f"batch {cap.batch:.0f} at {cap.step_s * 1e3:.0f} ms/step)"
-            )
+            parts.append(f"capacity {per_replica:.1f} req/s per replica ({cap.explain()})")
 
     # -- limit ------------------------------------------------------------------------------
     last_breach = now if broken else state.last_breach_at
@@ -435,7 +452,9 @@ def decide(
                 and obs.pending_replicas == 0
                 and (new_batch < obs.max_batch or final <= current)
             ):
-                new_cap = _capacity(config, model, out_tokens, new_batch, offset, derived, False)
+                new_cap = _capacity(
+                    config, model, out_tokens, new_batch, offset, derived, False, prompt_tokens, None
+                )
                 slower = min(per_replica, new_cap.rate * scale if new_cap else per_replica)
                 # Each pod restarts in turn: keep one replica spare for the one that is down.
                 during = _ceil(demand / (slower * _target(config))) + 1
@@ -467,6 +486,8 @@ def decide(
         waiting=waiting,
         output_tokens=out_tokens,
         fit=fit,
+        prefill_fit=prefill_fit,
+        prompt_tokens=prompt_tokens,
         step_floor_s=floor,
         tpot_offset_s=offset,
         capacity_scale=scale,
@@ -642,6 +663,8 @@ def _capacity(
     offset: float | None,
     derived: Derived,
     tpot_ok: bool,
+    prompt_tokens: float | None,
+    note: str | None,
 ) -> Capacity | None:
     if model is None or out_tokens is None:
         return None
@@ -655,6 +678,9 @@ def _capacity(
         kv_per_seq=derived.kv_per_seq,
         batch_now=derived.batch,
         tpot_ok_now=tpot_ok,
+        prompt_tokens=prompt_tokens,
+        ttft_slo_s=config.ttft_slo_s,
+        note=note,
     )
 
 
@@ -688,6 +714,10 @@ def _tune_max_batch(
     tpot = obs.p99_tpot_s
     slo = config.tpot_slo_s
     preempting = finite(obs.preemption_rate) and (obs.preemption_rate or 0.0) > 0.5
+    full = model
+    if cap.prompt_tokens is not None:
+        # the mean step at a batch carries the prompt chunks of this mix too
+        model = model.for_mix(cap.prompt_tokens, out_tokens or 1.0)
     if (slo is not None and tpot is not None and finite(tpot) and tpot > slo) or preempting:
         target = current * 0.75
         if slo is not None:
@@ -713,13 +743,15 @@ def _tune_max_batch(
         return None
     # Worth a rolling restart only if the fleet then needs at least one replica fewer.
     bigger = capacity(
-        model,
+        full,
         output_tokens=out_tokens or 1.0,
         max_batch=new,
         batch_fill=config.batch_fill,
         tpot_slo_s=slo,
         tpot_offset_s=offset,
         kv_per_seq=derived.kv_per_seq,
+        prompt_tokens=cap.prompt_tokens,
+        ttft_slo_s=config.ttft_slo_s,
     )
     u = _target(config)
     if _ceil(demand / (bigger.rate * scale * u)) >= _ceil(demand / (cap.rate * scale * u)):

@@ -87,6 +87,11 @@ class Derived:
     fit_material: bool
     output_tokens: float | None  # generated tokens per finished request
     kv_per_seq: float | None  # KV-cache share one running request holds
+    #: Prompt tokens per finished request (``None`` without a prompt-token rate).
+    prompt_tokens: float | None = None
+    #: Prompt tokens prefilled per engine step over the window, x = prompt tokens per second per
+    #: replica × mean step (``None`` without a prompt-token rate or a step).
+    prefill_tokens: float | None = None
 
 
 def derive(obs: Observation) -> Derived:
@@ -118,8 +123,19 @@ def derive(obs: Observation) -> Derived:
         kv_per_seq = None
     if out_tokens is not None and not math.isfinite(out_tokens):
         out_tokens = None
+    prompt = obs.prompt_token_rate if finite(obs.prompt_token_rate) else None
+    if prompt is not None and prompt < 0:
+        prompt = None
+    # The prompt counter counts a prompt when its prefill ends, the request counter when its
+    # decode ends: over a window both are rates of the same requests.
+    prompt_tokens = prompt / rate if prompt is not None and rate > 0 else None
+    if prompt_tokens is not None and not (math.isfinite(prompt_tokens) and prompt_tokens <= 1e7):
+        prompt_tokens = None
     # Beyond these no vLLM engine goes; such figures are broken data, not load.
     sane = batch is not None and step is not None and 0 <= batch <= 1e5 and 0 < step <= 60.0
     if not sane:
         batch, step, material = None, None, False
-    return Derived(serving, per_rate, batch, step, material, out_tokens, kv_per_seq)
+    prefill_tokens = prompt / serving * step if prompt is not None and step is not None and serving else None
+    return Derived(
+        serving, per_rate, batch, step, material, out_tokens, kv_per_seq, prompt_tokens, prefill_tokens
+    )

@@ -187,6 +187,10 @@ class PolicyState:
     output_tokens: float | None = None
     #: Decayed sums of (replica batch N, step time τ): weight, ΣN, ΣN², Στ, ΣNτ.
     fit: tuple[float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0)
+    #: Decayed sums on the same pairs with the prompt tokens x prefilled per step: Σx, Σx², ΣNx, Σxτ.
+    prefill_fit: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    #: Mean prompt tokens per request (smoothed); ``None`` while no prompt-token rate was read.
+    prompt_tokens: float | None = None
     #: Shortest step time seen (the base step) and how far p99 TPOT runs above the mean step.
     step_floor_s: float | None = None
     tpot_offset_s: float | None = None
@@ -301,8 +305,8 @@ def _parse_field(name: str, value: Any) -> Any:
         return tuple(rows)
     if name == "budget":
         return _parse_budget(value)
-    if name == "fit":
-        if not isinstance(value, list) or len(value) != 5:
+    if name in ("fit", "prefill_fit"):
+        if not isinstance(value, list) or len(value) != (5 if name == "fit" else 4):
             return _INVALID
         nums = [_number(v) for v in value]
         if any(n is None for n in nums):
