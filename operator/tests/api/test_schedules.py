@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tailguard.api import InvalidResourceError, parse_inference_service
 from tailguard.api.crd import build_crd
-from tg_testing import manifest
+from tailguard.cli import main
+from tailguard.manifests import load_inference_services
+from tg_testing import REPO, manifest
 
 
 def window(**fields: Any) -> dict[str, Any]:
@@ -142,3 +146,21 @@ def test_the_crd_keys_windows_by_name_and_checks_their_shape() -> None:
     assert {"pattern", "maxLength"} <= item["properties"]["start"].keys()
     rules = [v["rule"] for v in spec["x-kubernetes-validations"]]
     assert any("schedules.all(w, w.minReplicas <= self.autoscaling.maxReplicas)" in r for r in rules)
+
+
+def test_render_names_the_bad_window_field_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(manifest(**autoscaling(window(duration="2 hours")))), encoding="utf-8")
+    assert main(["render", "-f", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {path}: InferenceService chat: spec.autoscaling.schedules[0].duration: "
+        "'2 hours' is not a duration such as 2h, 30m or 1h30m\n"
+    )
+
+
+def test_the_example_declares_overlapping_windows() -> None:
+    (isvc,) = load_inference_services(REPO / "examples" / "weekday-peaks.yaml")
+    names = [w.name for w in isvc.spec.autoscaling.schedules]
+    assert names == ["weekday-peak", "monday-reports"]
