@@ -50,7 +50,9 @@ def test_crd_is_established_and_discoverable(kube: Kube, crd: dict[str, Any]) ->
     assert "true" in row.split(), f"expected namespaced: {row}"
 
 
-@pytest.mark.parametrize("example", ["llama-8b-chat", "llama-70b", "qwen-8b-dryrun"])
+@pytest.mark.parametrize(
+    "example", ["llama-8b-chat", "llama-70b", "qwen-8b-dryrun", "llama-8b-weekday-peaks"]
+)
 def test_examples_pass_server_side_validation(
     kube: Kube, shared_namespace: str, examples: dict[str, dict[str, Any]], example: str
 ) -> None:
@@ -169,6 +171,38 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], tuple[str, ...]]] = [
         ("spec.engine.image", "should match"),
     ),
     ("name-too-long", _set("metadata.name", "n" * 53), ("metadata.name must be at most 52 characters",)),
+    (
+        "schedule-above-max-replicas",
+        _set(
+            "spec.autoscaling.schedules",
+            [{"name": "peak", "start": "0 8 * * *", "duration": "2h", "minReplicas": 9}],
+        ),
+        ("spec.autoscaling.schedules", "must not exceed autoscaling.maxReplicas"),
+    ),
+    (
+        "schedule-names-repeated",
+        _set(
+            "spec.autoscaling.schedules",
+            [{"name": "peak", "start": "0 8 * * *", "duration": "2h", "minReplicas": 1}] * 2,
+        ),
+        ("spec.autoscaling.schedules[1]", "Duplicate value"),
+    ),
+    (
+        "schedule-with-four-cron-fields",
+        _set(
+            "spec.autoscaling.schedules",
+            [{"name": "peak", "start": "0 8 * *", "duration": "2h", "minReplicas": 1}],
+        ),
+        ("spec.autoscaling.schedules[0].start", "should match"),
+    ),
+    (
+        "schedule-duration-in-days",
+        _set(
+            "spec.autoscaling.schedules",
+            [{"name": "peak", "start": "0 8 * * *", "duration": "1d", "minReplicas": 1}],
+        ),
+        ("spec.autoscaling.schedules[0].duration", "should match"),
+    ),
 ]
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from tailguard import cron
 from tailguard.api.rules import CrossFieldRule
 from tailguard.api.types import ApiModel, EnvVar, SecretKeyRef, Toleration
 
@@ -180,6 +181,66 @@ class MaxBatchSpec(ApiModel):
     enabled: bool = Field(default=True, description="Let tailguard retune max batch in mode Auto.")
 
 
+#: The most schedule windows one service may declare.
+MAX_SCHEDULES = 16
+
+
+class ScheduleSpec(ApiModel):
+    """A window of known load: from each start, for a duration, at least minReplicas run."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Names the window in decisions and events (a DNS label, unique in the list).",
+    )
+    start: str = Field(
+        description="When the window opens: a five-field cron expression (minute hour day-of-month "
+        "month day-of-week) read in timeZone, e.g. `0 8 * * MON-FRI`. Fields take `*`, values, "
+        "lists, ranges and steps; months and weekdays also three-letter names.",
+        json_schema_extra={"pattern": cron.CRON_PATTERN, "maxLength": 100},
+    )
+    duration: str = Field(
+        description="How long the window stays open after each start, in hours and minutes "
+        "(`2h`, `30m`, `1h30m`; one minute to 168h). Elapsed time, whatever the clocks do.",
+        json_schema_extra={"pattern": cron.DURATION_PATTERN, "maxLength": 16},
+    )
+    time_zone: str = Field(
+        default="UTC",
+        description="IANA time zone the start is read in, e.g. Europe/Berlin. A start skipped when "
+        "the clocks go forward opens the window at the jump; one repeated when they go back opens it twice.",
+        json_schema_extra={"pattern": cron.ZONE_PATTERN, "maxLength": 64},
+    )
+    min_replicas: int = Field(
+        ge=1,
+        le=1000,
+        description="Fewest replicas while the window is open; at most autoscaling.maxReplicas.",
+    )
+
+    @field_validator("start")
+    @classmethod
+    def _start_parses(cls, value: str) -> str:
+        cron.parse_cron(value)
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def _duration_parses(cls, value: str) -> str:
+        cron.parse_duration(value)
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone_exists(cls, value: str) -> str:
+        cron.zone(value)
+        return value
+
+    @property
+    def duration_seconds(self) -> int:
+        """``duration`` in seconds."""
+        return cron.parse_duration(self.duration)
+
+
 class AutoscalingSpec(ApiModel):
     """How tailguard sizes the service."""
 
@@ -202,6 +263,23 @@ class AutoscalingSpec(ApiModel):
     max_batch: MaxBatchSpec = Field(
         default_factory=MaxBatchSpec, description="Bounds and pace of max-batch tuning."
     )
+    schedules: list[ScheduleSpec] = Field(
+        default_factory=list,
+        max_length=MAX_SCHEDULES,
+        description="Windows of known load (pre-warm for peaks): while one is open, at least its "
+        "minReplicas run in mode Auto; overlapping windows hold the largest. At most 16.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    @field_validator("schedules")
+    @classmethod
+    def _names_unique(cls, value: list[ScheduleSpec]) -> list[ScheduleSpec]:
+        seen: set[str] = set()
+        for window in value:
+            if window.name in seen:
+                raise ValueError(f"two windows are named {window.name!r}")
+            seen.add(window.name)
+        return value
 
 
 SPEC_RULES: tuple[CrossFieldRule, ...] = (
@@ -210,6 +288,13 @@ SPEC_RULES: tuple[CrossFieldRule, ...] = (
         message="autoscaling.minReplicas must not exceed autoscaling.maxReplicas",
         field_path=".autoscaling.minReplicas",
         check=lambda s: s.autoscaling.min_replicas <= s.autoscaling.max_replicas,
+    ),
+    CrossFieldRule(
+        cel="!has(self.autoscaling.schedules) || "
+        "self.autoscaling.schedules.all(w, w.minReplicas <= self.autoscaling.maxReplicas)",
+        message="autoscaling.schedules[].minReplicas must not exceed autoscaling.maxReplicas",
+        field_path=".autoscaling.schedules",
+        check=lambda s: all(w.min_replicas <= s.autoscaling.max_replicas for w in s.autoscaling.schedules),
     ),
     CrossFieldRule(
         cel="self.autoscaling.maxBatch.min <= self.autoscaling.maxBatch.max",

@@ -5,6 +5,18 @@
 """
 
 from tailguard.policy.decide import decide
+from tailguard.policy.schedules import ScheduledFloor, ScheduleWindow, scheduled_floor
 from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
 
-__all__ = ["Decision", "Limit", "Observation", "PolicyConfig", "PolicyState", "Reason", "decide"]
+__all__ = [
+    "Decision",
+    "Limit",
+    "Observation",
+    "PolicyConfig",
+    "PolicyState",
+    "Reason",
+    "ScheduleWindow",
+    "ScheduledFloor",
+    "decide",
+    "scheduled_floor",
+]

@@ -33,6 +33,7 @@ from tailguard.policy.capacity import (
     update_fit,
     update_prefill_fit,
 )
+from tailguard.policy.schedules import scheduled_floor
 from tailguard.policy.signals import Derived, breach, check, derive, finite, is_idle
 from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
 
@@ -66,6 +67,25 @@ def _clamp(config: PolicyConfig, replicas: int) -> tuple[int, list[str]]:
     if replicas > config.max_replicas:
         return config.max_replicas, [Limit.MAX_REPLICAS.value]
     return replicas, []
+
+
+def _schedule_floor(
+    config: PolicyConfig, now: float, replicas: int, code: Reason, parts: list[str], limits: list[str]
+) -> tuple[int, Reason]:
+    """Raise ``replicas`` to the floor of the open schedule windows (at most ``max_replicas``),
+    naming the window in ``parts`` and ``limits``; the reason becomes ``Scheduled`` unless the
+    SLO is broken. Applied to the decision only: the recommendations the stabilization windows
+    keep stay the load's, so a window that closed holds nothing afterwards."""
+    floor = scheduled_floor(config.schedules, now)
+    held = min(floor.replicas, config.max_replicas)
+    if held <= replicas:
+        return replicas, code
+    names = " and ".join(f"'{name}'" for name in floor.holding)
+    parts.append(f"schedule {names} hold{'s' if len(floor.holding) == 1 else ''} ≥ {held}")
+    # The declared floor supersedes minReplicas as the bound that holds the fleet up.
+    limits[:] = [limit for limit in limits if limit != Limit.MIN_REPLICAS.value]
+    limits.append(Limit.SCHEDULE.value)
+    return held, code if code is Reason.SLO_BREACH else Reason.SCHEDULED
 
 
 def _ceil(replicas: float) -> int:
@@ -433,6 +453,7 @@ def decide(
             code = Reason.PENDING_GPUS
     final, bound_limits = _clamp(config, final)
     limits.extend(bound_limits)
+    final, code = _schedule_floor(config, now, final, code, parts, limits)
 
     # -- max batch --------------------------------------------------------------------------
     max_batch = obs.max_batch

@@ -10,6 +10,7 @@ from typing import Any
 
 from tailguard.policy.budget import BUCKETS as JUMP_BUCKETS
 from tailguard.policy.budget import PEAK_BUCKETS, BudgetMemory
+from tailguard.policy.schedules import ScheduleWindow
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class PolicyConfig:
     #: The ``rate()`` window of the metrics reader: the finished-request rate is a mean over it,
     #: and the change of requests in flight over the same span turns it into arrivals.
     rate_window_s: float = 120.0
+    #: Declared windows of known load: while one is open its ``min_replicas`` is a floor
+    #: (``Limit.SCHEDULE``), never above ``max_replicas``. ``decide`` reads them at ``now``.
+    schedules: tuple[ScheduleWindow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ class Reason(StrEnum):
     PENDING_GPUS = "PendingGPUs"
     MAX_BATCH_RAISED = "MaxBatchRaised"
     MAX_BATCH_LOWERED = "MaxBatchLowered"
+    #: A declared schedule window holds more replicas than the load asks for.
+    SCHEDULED = "Scheduled"
 
 
 class Limit(StrEnum):
@@ -144,6 +150,7 @@ class Limit(StrEnum):
     PENDING_GPUS = "pending_gpus"
     ROLLOUT = "rollout"
     MAX_BATCH_INTERVAL = "max_batch_interval"
+    SCHEDULE = "schedule"
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,10 @@ def policy_config(
         max_batch_tuning=spec.autoscaling.max_batch.enabled,
         max_batch_change_interval_s=float(spec.autoscaling.max_batch.min_change_interval_seconds),
         rate_window_s=rate_window_s,
+        schedules=tuple(
+            policy.ScheduleWindow(w.name, w.start, float(w.duration_seconds), w.min_replicas, w.time_zone)
+            for w in spec.autoscaling.schedules
+        ),
     )
 
 

@@ -30,12 +30,15 @@ class Tailguard:
     """tailguard's ``decide``, with its state stored as JSON between calls (as in the annotation).
 
     It reads the modelled Prometheus over ``config.rate_window_s``, the window the policy reasons with.
+    The policy sees the simulated clock shifted by ``clock_origin_s`` (the UNIX time of the trace's
+    start), so that declared schedule windows open at their wall-clock times.
     """
 
     name = "tailguard"
 
-    def __init__(self, config: PolicyConfig) -> None:
+    def __init__(self, config: PolicyConfig, *, clock_origin_s: float = 0.0) -> None:
         self.config = config
+        self.clock_origin_s = clock_origin_s
         self.interval_s = config.interval_s
         self.window_s = config.rate_window_s
         self.state_json: str | None = None
@@ -54,7 +57,10 @@ class Tailguard:
             max_batch=view.max_batch,
             rollout_in_progress=view.rollout_in_progress,
         )
-        decision, state = decide(self.config, PolicyState.from_json(self.state_json), obs, now)
+        origin = self.clock_origin_s
+        if origin and obs.sample_time is not None:
+            obs = replace(obs, sample_time=obs.sample_time + origin)
+        decision, state = decide(self.config, PolicyState.from_json(self.state_json), obs, now + origin)
         self.state_json = state.to_json()
         self.reasons[decision.reason_code.value] += 1
         return Action(decision.replicas, decision.max_batch, decision.reason_code.value)

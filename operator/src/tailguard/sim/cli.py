@@ -7,9 +7,12 @@ tailguard.sim`` runs it on its own.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from pathlib import Path
 
+from tailguard.cron import CronError, parse_cron, parse_duration, zone
+from tailguard.policy import ScheduleWindow
 from tailguard.sim import synthetic
 from tailguard.sim.oracle import SloTarget
 from tailguard.sim.profiles import PROFILES, get_profile
@@ -61,6 +64,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds of the trace's start served first, uncounted, so every policy starts on warm "
         "engines and a full rate window (0: empty engines and no history)",
     )
+    fleet.add_argument(
+        "--schedule",
+        action="append",
+        default=[],
+        metavar="NAME=CRON,DURATION,MIN[,TZ]",
+        help="a declared window for tailguard, as spec.autoscaling.schedules (repeatable), e.g. "
+        "'peak=0 9 * * MON-FRI,8h,6,Europe/Berlin'; needs --start-at",
+    )
+    fleet.add_argument(
+        "--start-at", help="wall-clock time of the trace's start (ISO 8601 with offset), for --schedule"
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--policies", default=",".join(POLICIES), help=f"comma-separated, from: {', '.join(POLICIES)}"
@@ -105,6 +119,45 @@ def load(args: argparse.Namespace) -> Trace:
     return trace
 
 
+def parse_schedule(text: str) -> ScheduleWindow:
+    """``NAME=CRON,DURATION,MIN[,TZ]`` as a policy window; ``ValueError`` with a one-line reason."""
+    name, equals, rest = text.partition("=")
+    fields = [f.strip() for f in rest.split(",")]
+    if not equals or not name.strip() or len(fields) not in (3, 4):
+        raise ValueError(f"--schedule must be NAME=CRON,DURATION,MIN[,TZ], got {text!r}")
+    start, duration, minimum = fields[:3]
+    time_zone = fields[3] if len(fields) == 4 else "UTC"
+    try:
+        parse_cron(start)
+        seconds = parse_duration(duration)
+        zone(time_zone)
+    except CronError as exc:
+        raise ValueError(f"--schedule {name.strip()}: {exc}") from None
+    if not minimum.isdigit() or int(minimum) < 1:
+        raise ValueError(
+            f"--schedule {name.strip()}: MIN must be a whole number of at least 1, got {minimum!r}"
+        )
+    return ScheduleWindow(name.strip(), start, float(seconds), int(minimum), time_zone)
+
+
+def _clock(args: argparse.Namespace) -> tuple[tuple[ScheduleWindow, ...], float]:
+    """The declared windows and the UNIX time of the trace's start."""
+    windows = tuple(parse_schedule(text) for text in args.schedule)
+    if args.start_at is None:
+        if windows:
+            raise ValueError("--schedule needs --start-at, the wall-clock time of the trace's start")
+        return windows, 0.0
+    try:
+        start = dt.datetime.fromisoformat(args.start_at)
+    except ValueError:
+        raise ValueError(f"--start-at must be an ISO 8601 time, got {args.start_at!r}") from None
+    if start.tzinfo is None:
+        raise ValueError(
+            f"--start-at needs a UTC offset (e.g. 2025-06-02T07:00:00+02:00), got {args.start_at!r}"
+        )
+    return windows, start.timestamp()
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the simulation the options describe; print the table; write the outputs to ``--out``."""
     try:
@@ -123,6 +176,14 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if not 0.0 <= args.warmup_s < float("inf"):
         print(f"error: --warmup-s must be a number of seconds >= 0, got {args.warmup_s}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        schedules, clock_origin_s = _clock(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if any(w.min_replicas > args.max_replicas for w in schedules):
+        print("error: a --schedule MIN must not exceed --max-replicas", file=sys.stderr)
         return EXIT_USAGE
     slo = SloTarget(
         args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3 if args.slo_tpot_ms else None, args.goodput
@@ -143,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
         gpu_limit=args.gpu_limit,
         seed=args.seed,
         warmup_s=args.warmup_s,
+        schedules=schedules,
+        clock_origin_s=clock_origin_s,
     )
     print(
         f"trace {trace.name}: {len(trace)} requests over {trace.duration_s / 60:.1f} min "
@@ -188,6 +251,8 @@ def _settings(args: argparse.Namespace, scenario: Scenario) -> dict[str, object]
         "scrape_interval_s": scenario.scrape_interval_s,
         "oracle_window_s": scenario.oracle_window_s,
         "warmup_s": scenario.warmup_s,
+        "schedules": args.schedule,
+        "start_at": args.start_at,
         "rate_scale": args.rate_scale,
         "window": args.window,
         "seed": scenario.seed,

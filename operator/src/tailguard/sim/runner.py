@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tailguard.policy import PolicyConfig
+from tailguard.policy import PolicyConfig, ScheduleWindow
 from tailguard.sim.autoscalers import Dynamo, Hpa, Keda, Kpa, Schedule, Slo, Static, Tailguard, Wva
 from tailguard.sim.fleet import Autoscaler, FleetConfig, RunResult, simulate
 from tailguard.sim.oracle import SloTarget, lower_bound
@@ -37,6 +37,10 @@ class Scenario:
     seed: int = 0
     #: Seconds of the trace's lead-in served before it starts (see ``FleetConfig.warmup_s``).
     warmup_s: float = 0.0
+    #: Declared schedule windows for tailguard, read against ``clock_origin_s`` (the UNIX time
+    #: of the trace's start).
+    schedules: tuple[ScheduleWindow, ...] = ()
+    clock_origin_s: float = 0.0
 
     def fleet(self, initial_replicas: int) -> FleetConfig:
         return FleetConfig(
@@ -63,6 +67,7 @@ class Scenario:
             startup_s=self.cold_start_s * 1.5,
             # The window the modelled Prometheus's rate() reads over, told to the policy as well.
             rate_window_s=max(120.0, 4 * self.scrape_interval_s),
+            schedules=self.schedules,
         )
 
 
@@ -85,7 +90,7 @@ def build(name: str, scenario: Scenario, bound: list[int]) -> Autoscaler:
         scenario.max_replicas,
     )
     if name == "tailguard":
-        return Tailguard(scenario.policy_config())
+        return Tailguard(scenario.policy_config(), clock_origin_s=scenario.clock_origin_s)
     if name == "hpa":
         return Hpa(slo)
     if name == "keda":
