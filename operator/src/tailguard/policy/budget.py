@@ -16,8 +16,9 @@ before help could arrive. Three pieces, all pure:
 * **How the budget is spent (the slow outer loop).** Attainment is integrated over a short and a
   long window. The burn rate is the miss share over the budget (1: the budget is spent exactly
   as fast as it accrues). While both windows burn faster than 1, ``gain`` falls (a higher quantile,
-  more headroom); while the long window burns below half, it rises (less headroom). ``gain`` stays
-  within ``GAIN_MIN``–``GAIN_MAX`` so it can never wind up beyond recall.
+  more headroom); while the short window burns below half, it rises (less headroom). ``gain`` stays
+  within ``GAIN_MIN``–``GAIN_MAX`` and the short window alone lets it recover, so it can never wind
+  up beyond recall.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ HISTORY_HALF_LIFE_S = 6 * 3600.0
 SHORT_WINDOW_S = 300.0
 LONG_WINDOW_S = 3600.0
 #: Bounds of the budget gain, and how fast it moves (e-folds per hour at a full burn signal).
-GAIN_MIN, GAIN_MAX = 0.25, 8.0
+#: Below ``GAIN_QUANTILE_MIN`` the quantile is at its highest and what is held grows instead, by
+#: the fourth root of how far below (at most 2× at ``GAIN_MIN``): the history under-reads what the
+#: SLO needs (bursts shorter than the rate window, a capacity read too high), and the budget says so.
+GAIN_MIN, GAIN_QUANTILE_MIN, GAIN_MAX = 1.0 / 64.0, 0.25, 8.0
 GAIN_RATE_PER_H = 1.5
 #: Requests (weight) a histogram needs before its quantile is trusted.
 MIN_WEIGHT = 200.0
@@ -70,6 +74,8 @@ class Headroom:
     """The load to hold for and why (``ratio`` is 1 without enough history)."""
 
     ratio: float
+    #: What the held load is multiplied by while the budget burns with the quantile at its top.
+    margin: float
     #: The largest load to hold for (req/s), whatever the ratio; ``inf`` without history.
     peak: float
     quantile: float
@@ -177,32 +183,42 @@ def burn_rate(good: float, total: float, budget: float) -> float | None:
     return (1.0 - good / total) / max(budget, 1e-6)
 
 
-def adjust_gain(memory: BudgetMemory, budget: float, elapsed_s: float) -> BudgetMemory:
-    """The outer loop: more headroom while the budget burns too fast, less while it lasts."""
+def adjust_gain(
+    memory: BudgetMemory, budget: float, elapsed_s: float, missing_now: bool = True
+) -> BudgetMemory:
+    """The outer loop: more headroom while the budget burns too fast, less while it lasts.
+
+    ``missing_now``: the newest window itself is under the target. Headroom grows only then (and
+    while both windows burn): the decayed windows remember a big miss for many minutes after the
+    fleet has caught up, and growing on that memory alone winds it up for nothing.
+    """
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)
     if short is None or long is None:
         return memory
     step = GAIN_RATE_PER_H * max(0.0, elapsed_s) / 3600.0
     gain = memory.gain
-    if short > 1.0 and long > 1.0:
+    if short > 1.0 and long > 1.0 and missing_now:
         # Burning faster than it accrues: more headroom, the faster the more it burns.
         gain *= math.exp(-2.0 * step * min(2.0, math.log(min(short, long)) + 0.5))
-    elif long < 0.5 and short < 1.0:
-        # Spending under half of it: less headroom, at a pace that grows with the slack.
-        gain *= math.exp(step * min(2.0, math.log(0.5 / max(long, 1e-3))))
+    elif short < 0.5:
+        # The last minutes spent under half of it: less headroom, at a pace that grows with the
+        # slack. The short window alone decides: after one bad hour the long one would keep the
+        # headroom wound up for another hour whatever the fleet does now.
+        gain *= math.exp(step * min(2.0, math.log(0.5 / max(min(short, long), 1e-3))))
     return replace(memory, gain=min(GAIN_MAX, max(GAIN_MIN, gain)))
 
 
 def headroom(memory: BudgetMemory, budget: float) -> Headroom:
     """The jump and the peak to hold for: the ``1 − budget·gain`` request-weighted quantiles of the
     history. The load to hold is ``min(load × ratio, peak)``."""
-    quantile = min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * memory.gain))
+    quantile = min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * max(memory.gain, GAIN_QUANTILE_MIN)))
+    margin = max(1.0, (GAIN_QUANTILE_MIN / max(memory.gain, GAIN_MIN)) ** 0.25)
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)
     if sum(memory.jumps) < MIN_WEIGHT or len(memory.peaks) != PEAK_BUCKETS:
-        return Headroom(1.0, math.inf, quantile, False, short, long)
+        return Headroom(1.0, margin, math.inf, quantile, False, short, long)
     index = _quantile_index(memory.jumps, quantile)
     ratio = 1.0 if index == 0 else _bucket_top(index)
     peak = _peak_top(_quantile_index(memory.peaks, quantile))
-    return Headroom(ratio, peak, quantile, True, short, long)
+    return Headroom(ratio, margin, peak, quantile, True, short, long)

@@ -327,12 +327,13 @@ def decide(
     startup = _startup_horizon(config, obs)
     memory = record_load(state.budget, now, 0.0 if idle else demand, elapsed, startup)
     memory = record_attainment(memory, _good_share(obs), rate, elapsed)
-    memory = adjust_gain(memory, budget, elapsed)
+    good_now = _good_share(obs)
+    memory = adjust_gain(memory, budget, elapsed, good_now is not None and good_now < config.goodput_target)
     room = headroom(memory, budget)
     hold: int | None = None
     held_load = 0.0
     if config.budget_headroom and room.learned and healthy_capacity and healthy_capacity > 0 and not idle:
-        held_load = min(load_now * room.ratio, max(room.peak, load_now))
+        held_load = min(load_now * room.ratio, max(room.peak, load_now)) * room.margin
         hold = _ceil(held_load / healthy_capacity)
     if idle:
         recommended = config.min_replicas
