@@ -13,8 +13,9 @@ docker-down: ## stop the dockerd that docker-up started
 base-image: docker-up ## debootstrap a bookworm + Python 3.11 base and import it as tailguard/python-base:bookworm (cached)
 	@$(CONTAINERS) base
 
-images: base-image ## build the operator image on the local base: tailguard/operator:VERSION (TAILGUARD_OPERATOR_IMAGE=name:tag)
+images: base-image ## build the operator and engine stand-in images on the local base: tailguard/{operator,engine-standin}:VERSION
 	@$(CONTAINERS) operator
+	@$(CONTAINERS) standin
 
 test-images: cluster-tools images ## run the operator image as the chart does against the local API server
 	TAILGUARD_REQUIRE_CLUSTER=1 TAILGUARD_REQUIRE_IMAGES=1 $(BIN)/pytest e2e/containers -m images -v

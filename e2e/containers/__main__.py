@@ -29,6 +29,11 @@ def _operator(args: argparse.Namespace) -> int:
     return 0
 
 
+def _standin(_: argparse.Namespace) -> int:
+    print(operator_image.build_standin())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m containers", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -44,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("operator", help="build the operator image on the local base")
     p.add_argument("--tag", help=f"image name (default {operator_image.default_tag()})")
     p.set_defaults(func=_operator)
+    sub.add_parser(
+        "standin", help="build the engine stand-in image (the operator image, another entrypoint)"
+    ).set_defaults(func=_standin)
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

@@ -69,3 +69,12 @@ def operator_image_tag(docker: str) -> str:
         return operator_image.build()
     except engine.EngineError as exc:
         pytest.fail(f"building the operator image failed: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def standin_image_tag(operator_image_tag: str) -> str:
+    """The engine stand-in image (the operator image with the stand-in's entrypoint)."""
+    try:
+        return operator_image.build_standin(operator=operator_image_tag)
+    except engine.EngineError as exc:
+        pytest.fail(f"building the engine stand-in image failed: {exc}", pytrace=False)

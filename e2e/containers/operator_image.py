@@ -98,3 +98,38 @@ def build(progress: Progress = say, *, tag: str | None = None) -> str:
     size = size_bytes(engine.docker_cli(), tag)
     progress(f"{tag}: {size / 1e6:.1f} MB ({size} bytes), built in {time.monotonic() - started:.0f}s")
     return tag
+
+
+STANDIN_DOCKERFILE = REPO / "images" / "engine-standin" / "Dockerfile"
+STANDIN_REPOSITORY = "tailguard/engine-standin"
+
+
+def standin_tag() -> str:
+    """``$TAILGUARD_STANDIN_IMAGE``, else ``tailguard/engine-standin:<version>``."""
+    return os.environ.get("TAILGUARD_STANDIN_IMAGE") or f"{STANDIN_REPOSITORY}:{version()}"
+
+
+def build_standin(progress: Progress = say, *, operator: str | None = None, tag: str | None = None) -> str:
+    """The engine stand-in image: the operator image (built first) with the stand-in's entrypoint."""
+    operator = operator or build(progress)
+    tag = tag or standin_tag()
+    cli = engine.build_cli()
+    cmd = [
+        cli,
+        "build",
+        "--progress=plain",
+        "-f",
+        str(STANDIN_DOCKERFILE),
+        "--build-arg",
+        f"OPERATOR_IMAGE={operator}",
+        "-t",
+        tag,
+        str(STANDIN_DOCKERFILE.parent),
+    ]
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, env=dict(os.environ, DOCKER_BUILDKIT="1"), check=False
+    )
+    if out.returncode != 0:
+        raise EngineError(f"building {tag} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    progress(f"{tag}: {size_bytes(engine.docker_cli(), tag) / 1e6:.1f} MB (the operator image's layers)")
+    return tag

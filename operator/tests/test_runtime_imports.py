@@ -150,3 +150,17 @@ def test_fleet_options_parse() -> None:
     add_fleet_arguments(parser)
     args = parser.parse_args(["--sd-file", "t.json", "--mix", "chat", "--rate", "ns/a=2"])
     assert (args.mix, args.rate, args.profile) == ("chat", ["ns/a=2"], "h100-llama3-8b")
+
+
+def test_engine_standin_runs_without_the_sim_extra() -> None:
+    """The stand-in image is the operator image: its engine model must not need numpy."""
+    proc = _python(
+        """
+        from tailguard.fleet import standin
+        args, _ = standin.parse_args(["m", "--max-num-seqs", "8"])
+        print(standin.build(args).engine.max_num_seqs)
+        """,
+        hide_sim=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "8"
