@@ -26,7 +26,7 @@ from lib.wait import wait_for
 REPO = Path(__file__).resolve().parents[1]
 CRD_DIR = REPO / "crds"
 EXAMPLES_DIR = REPO / "examples"
-CLUSTER_MARKERS = ("integration", "e2e")
+CLUSTER_MARKERS = ("integration", "e2e", "images")
 ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
 
 

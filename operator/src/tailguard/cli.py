@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from tailguard.k8s.render import render_all
 from tailguard.manifests import ManifestError, dump_yaml, load_inference_services
 
 EXIT_INVALID = 2
+#: What ``tailguard simulate`` and ``tailguard fleet`` need beyond the operator: the ``sim`` extra.
+SIM_PACKAGES = ("numpy", "matplotlib")
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -54,7 +57,34 @@ def _run(args: argparse.Namespace) -> int:
     return run_operator(args)
 
 
+def missing_sim_packages() -> list[str]:
+    """The packages of the ``sim`` extra that are not installed (the operator's image has none)."""
+    missing = []
+    for name in SIM_PACKAGES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def _sim_unavailable(command: str) -> bool:
+    """Print one line and return True when ``command`` cannot run for want of the ``sim`` extra."""
+    missing = missing_sim_packages()
+    if missing:
+        print(
+            f"error: tailguard {command} needs the simulator's packages ({', '.join(missing)} missing): "
+            "pip install 'tailguard[sim]'",
+            file=sys.stderr,
+        )
+    return bool(missing)
+
+
 def _simulate(args: argparse.Namespace) -> int:
+    if _sim_unavailable("simulate"):
+        return EXIT_INVALID
     from tailguard.sim import cli as sim_cli
 
     code: int = sim_cli.run(args)
@@ -62,6 +92,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _fleet(args: argparse.Namespace) -> int:
+    if _sim_unavailable("fleet"):
+        return EXIT_INVALID
     from tailguard.fleet import server
 
     return server.run(args)
@@ -98,13 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = sub.add_parser(
         "simulate", help="replay a trace through tailguard and its peers in the simulator"
     )
-    from tailguard.sim.cli import add_arguments as add_simulate_arguments
+    from tailguard.sim.options import add_arguments as add_simulate_arguments
 
     add_simulate_arguments(simulate)
     simulate.set_defaults(func=_simulate)
 
     fleet = sub.add_parser("fleet", help="simulate vLLM behind a test cluster's pods and serve their metrics")
-    from tailguard.fleet.server import add_arguments as add_fleet_arguments
+    from tailguard.fleet.options import add_arguments as add_fleet_arguments
 
     add_fleet_arguments(fleet)
     fleet.set_defaults(func=_fleet)

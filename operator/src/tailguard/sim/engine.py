@@ -176,6 +176,17 @@ class Engine:
     def idle(self) -> bool:
         return not (self._decoding or self._prefilling or self._waiting)
 
+    def progress(self, rid: int) -> tuple[float, int] | None:
+        """(first-token time or -1, output tokens generated so far) of a request in the engine; None
+        once it finished or was aborted (or for an unknown id). For serving tokens as they come."""
+        req = self._decoding.get(rid)
+        if req is not None:
+            return req.first_token, req.gen_base + (self._step - req.join_step)
+        for req in (*self._prefilling, *self._waiting):
+            if req.rid == rid:
+                return req.first_token, max(0, req.target - req.prompt) if req.first_token >= 0 else 0
+        return None
+
     def snapshot(self) -> EngineSnapshot:
         """The metrics as a scrape at the engine's current clock would read them."""
         return EngineSnapshot(

@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from tailguard.policy import PolicyConfig, ScheduleWindow
 from tailguard.sim.autoscalers import Dynamo, Hpa, Keda, Kpa, Schedule, Slo, Static, Tailguard, Wva
 from tailguard.sim.fleet import Autoscaler, FleetConfig, RunResult, simulate
+from tailguard.sim.options import POLICIES as POLICIES
 from tailguard.sim.oracle import SloTarget, lower_bound
 from tailguard.sim.profiles import EngineProfile
 from tailguard.sim.report import PolicySummary, summarise
 from tailguard.sim.trace import Trace
-
-POLICIES = ("tailguard", "hpa", "keda", "kpa", "wva", "dynamo", "static", "oracle")
 
 
 @dataclass(frozen=True)
