@@ -27,20 +27,23 @@ class TokenMix:
     output_sigma: float = 0.0
     input_max: int = 4096
     output_max: int = 2048
+    input_min: int = 4
 
     def sample(self, rng: np.random.Generator, n: int) -> tuple[IntArray, IntArray]:
         return (
-            _lognormal(rng, n, self.input_mean, self.input_sigma, self.input_max),
-            _lognormal(rng, n, self.output_mean, self.output_sigma, self.output_max),
+            _lognormal(rng, n, self.input_mean, self.input_sigma, self.input_max, self.input_min),
+            _lognormal(rng, n, self.output_mean, self.output_sigma, self.output_max, 4),
         )
 
 
-def _lognormal(rng: np.random.Generator, n: int, mean: float, sigma: float, top: int) -> IntArray:
+def _lognormal(
+    rng: np.random.Generator, n: int, mean: float, sigma: float, top: int, bottom: int
+) -> IntArray:
     if sigma <= 0:
         return np.full(n, max(1, round(mean)), dtype=np.int64)
     mu = math.log(mean) - sigma * sigma / 2.0
     values = rng.lognormal(mu, sigma, n)
-    return np.clip(np.rint(values), 4, top).astype(np.int64)
+    return np.clip(np.rint(values), bottom, top).astype(np.int64)
 
 
 #: ShareGPT as vLLM's benchmark samples it (mean 202 prompt / 179 output tokens, calibration row A).
@@ -51,7 +54,17 @@ PREFILL_HEAVY = TokenMix("prefill-heavy", 462, 16)
 #: A chat mix with longer prompts (system prompt + history), the benchmark default.
 CHAT = TokenMix("chat", 600, 220, input_sigma=0.8, output_sigma=0.9, input_max=4096)
 
-MIXES: dict[str, TokenMix] = {m.name: m for m in (SHAREGPT, DECODE_HEAVY, PREFILL_HEAVY, CHAT)}
+#: Code completion: long prompts (the file around the cursor), a few dozen tokens out.
+CODE = TokenMix("code", 2000, 30, input_sigma=0.5, output_sigma=0.8, input_max=8192, output_max=256)
+#: Long-context requests (documents, repositories): prompts of 32k tokens and more, for a
+#: long-context profile such as ``h100-llama3.1-8b-128k``.
+LONG_CONTEXT = TokenMix(
+    "long-context", 48000, 300, input_sigma=0.3, output_sigma=0.8, input_min=32768, input_max=120000
+)
+
+MIXES: dict[str, TokenMix] = {
+    m.name: m for m in (SHAREGPT, DECODE_HEAVY, PREFILL_HEAVY, CHAT, CODE, LONG_CONTEXT)
+}
 
 RateFn = Callable[[FloatArray], FloatArray]
 
@@ -232,3 +245,77 @@ def ramp(
 
     name = f"ramp-{rate_start:g}-{rate_end:g}"
     return _trace(name, _inhomogeneous(rng, rate, duration_s), mix, rng)
+
+
+def spiky_rate(
+    rate: float,
+    peak_rate: float,
+    duration_s: float,
+    *,
+    burst_mean_s: float = 10.0,
+    gap_mean_s: float = 110.0,
+    height_sigma: float = 0.5,
+    seed: int = 0,
+) -> RateFn:
+    """The rate schedule behind ``spiky`` with the same arguments."""
+    rng = np.random.default_rng(seed)
+    return _spiky_rate(rng, rate, peak_rate, duration_s, burst_mean_s, gap_mean_s, height_sigma)
+
+
+def _spiky_rate(
+    rng: np.random.Generator,
+    rate: float,
+    peak_rate: float,
+    duration_s: float,
+    burst_mean_s: float,
+    gap_mean_s: float,
+    height_sigma: float,
+) -> RateFn:
+    duty = burst_mean_s / (burst_mean_s + gap_mean_s)
+    base = (rate - duty * peak_rate) / (1.0 - duty)
+    if base <= 0:
+        raise ValueError(
+            f"bursts of {peak_rate:g} req/s for {duty:.0%} of the time exceed a mean of {rate:g} req/s"
+        )
+    edges: list[float] = []
+    heights: list[float] = []
+    t = rng.exponential(gap_mean_s)
+    mu = -height_sigma * height_sigma / 2.0
+    while t < duration_s:
+        length = rng.exponential(burst_mean_s)
+        edges.extend((t, t + length))
+        heights.append(peak_rate * float(rng.lognormal(mu, height_sigma)))
+        t += length + rng.exponential(gap_mean_s)
+    starts = np.asarray(edges[0::2])
+    ends = np.asarray(edges[1::2])
+    levels = np.asarray(heights)
+
+    def fn(grid: FloatArray) -> FloatArray:
+        idx = np.searchsorted(starts, grid, side="right") - 1
+        inside = (
+            (idx >= 0) & (grid < ends[np.clip(idx, 0, None)]) if len(starts) else np.zeros(len(grid), bool)
+        )
+        out: FloatArray = np.where(inside, levels[np.clip(idx, 0, None)] if len(levels) else base, base)
+        return out.astype(np.float64)
+
+    return fn
+
+
+def spiky(
+    rate: float,
+    peak_rate: float,
+    duration_s: float,
+    *,
+    burst_mean_s: float = 10.0,
+    gap_mean_s: float = 110.0,
+    height_sigma: float = 0.5,
+    mix: TokenMix = CODE,
+    seed: int = 0,
+) -> Trace:
+    """Sub-minute bursts over a calm base, the shape of code-completion traffic: bursts start at
+    random (mean gap ``gap_mean_s``), last ``burst_mean_s`` on average (exponential), and each runs
+    at ``peak_rate`` times a log-normal factor (mean 1, ``height_sigma``), so the busiest second
+    runs far above the mean. The base rate is set so that the whole trace averages ``rate``."""
+    rng = np.random.default_rng(seed)
+    fn = _spiky_rate(rng, rate, peak_rate, duration_s, burst_mean_s, gap_mean_s, height_sigma)
+    return _trace(f"spiky-{rate:g}-{peak_rate:g}", _inhomogeneous(rng, fn, duration_s), mix, rng)
