@@ -174,8 +174,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--warmup-s",
         type=float,
         default=300.0,
-        help="seconds of the trace's start served first, uncounted, so every policy starts on warm "
-        "engines and a full rate window (0: empty engines and no history)",
+        help="seconds of lead-in served first, uncounted, while every policy observes and does not "
+        "act: for a synthetic trace the same process drawn earlier, for a file the part before "
+        "--window or else its first seconds replayed (0: empty engines and no history)",
     )
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -230,10 +231,12 @@ def _synthetic_trace(args: argparse.Namespace) -> Trace:
     kind = args.synthetic
     mix = synthetic.MIXES[args.mix or ("code" if kind == "spiky" else "sharegpt")]
     rate, peak, dur, seed = args.rate, args.peak_rate, args.duration_s, args.seed
+    # The lead-in is the same process drawn earlier (scaled back by --rate-scale later).
+    lead = args.warmup_s * args.rate_scale
     if kind == "poisson":
-        return synthetic.poisson(rate, dur, mix=mix, seed=seed)
+        return synthetic.poisson(rate, dur, mix=mix, seed=seed, lead_s=lead)
     if kind == "diurnal":
-        return synthetic.diurnal(rate, dur, mix=mix, seed=seed)
+        return synthetic.diurnal(rate, dur, mix=mix, seed=seed, lead_s=lead)
     if kind == "bursty":
         return synthetic.mmpp(
             rate,
@@ -243,11 +246,12 @@ def _synthetic_trace(args: argparse.Namespace) -> Trace:
             burst_mean_s=args.burst_mean_s or 90.0,
             mix=mix,
             seed=seed,
+            lead_s=lead,
         )
     if kind == "gamma":
-        return synthetic.gamma(rate, dur, burstiness=args.burstiness, mix=mix, seed=seed)
+        return synthetic.gamma(rate, dur, burstiness=args.burstiness, mix=mix, seed=seed, lead_s=lead)
     if kind == "step":
-        return synthetic.step(rate, peak or 2.0 * rate, dur, mix=mix, seed=seed)
+        return synthetic.step(rate, peak or 2.0 * rate, dur, mix=mix, seed=seed, lead_s=lead)
     if kind == "spiky":
         try:
             return synthetic.spiky(
@@ -258,10 +262,11 @@ def _synthetic_trace(args: argparse.Namespace) -> Trace:
                 gap_mean_s=args.gap_mean_s or 110.0,
                 mix=mix,
                 seed=seed,
+                lead_s=lead,
             )
         except ValueError as exc:
             raise UsageError(f"--synthetic spiky: {exc}; lower --peak-rate or --burst-mean-s") from None
-    return synthetic.ramp(rate, peak or 2.0 * rate, dur, mix=mix, seed=seed)
+    return synthetic.ramp(rate, peak or 2.0 * rate, dur, mix=mix, seed=seed, lead_s=lead)
 
 
 def load(args: argparse.Namespace) -> Trace:

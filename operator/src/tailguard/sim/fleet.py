@@ -86,9 +86,10 @@ class FleetConfig:
     max_num_batched_tokens: int | None = None
     seed: int = 0
     #: Seconds the initial replicas serve the trace's lead-in (``Trace.lead_in``) before it
-    #: begins, scraped by Prometheus but uncounted and with no autoscaler acting: the run then
-    #: starts as a policy does after a restart, on warm engines with a full rate window.
-    #: 0 starts on empty engines and an empty Prometheus, a jump from no load at all.
+    #: begins, scraped by Prometheus and uncounted; the autoscaler is called throughout and
+    #: observes, but what it asks for is not applied. The run then starts as a policy does after
+    #: a restart with its state kept, on warm engines with a full rate window. 0 starts on
+    #: empty engines and an empty Prometheus, a jump from no load at all.
     warmup_s: float = 0.0
 
 
@@ -464,8 +465,10 @@ def simulate(
     fleet.start_serving(config.initial_replicas, begin, gpu_from=0.0)
     end = trace.duration_s
     fleet.schedule_scrape(begin)
-    # The first decision comes once a rate window can hold two scrapes (at once after a lead-in).
-    first_tick = 0.0 if lead is not None else 2.0 * config.scrape_interval_s
+    # With a lead-in every policy is called from its start, and observes: what it asks for is not
+    # applied before time zero (its learned state is kept, as after a restart with its state).
+    # Without one, the first decision comes once a rate window can hold two scrapes.
+    first_tick = begin if lead is not None else 2.0 * config.scrape_interval_s
     fleet.schedule_tick(first_tick + 1e-6)
     timeline: list[TimelineRow] = []
     last: Action | None = None
@@ -480,7 +483,8 @@ def simulate(
                 fleet.schedule_scrape(at + config.scrape_interval_s)
         elif kind == _TICK:
             last = autoscaler.step(at, FleetView(fleet))
-            fleet.apply(at, last)
+            if at >= 0.0:
+                fleet.apply(at, last)
             if at + autoscaler.interval_s <= end:
                 fleet.schedule_tick(at + autoscaler.interval_s)
         else:

@@ -33,7 +33,7 @@ class Schedule:
         self.interval_s = window_s
 
     def __call__(self, now: float) -> int:
-        index = min(len(self.counts) - 1, int(now // self.window_s))
+        index = min(len(self.counts) - 1, max(0, int(now // self.window_s)))
         return self.counts[index]
 
     def step(self, now: float, view: FleetView) -> Action:
