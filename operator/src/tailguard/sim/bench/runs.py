@@ -1,208 +1,44 @@
-"""The benchmark behind ``make bench``: synthetic traces through every policy, ratios and goals.
-
-Every trace runs one hour of a Llama-3.3-70B FP8 service, one replica on two H100s (chat prompts
-of about 600 tokens; SLO: p99 TTFT 1 s, p99 TPOT 100 ms, goodput 0.99; 1 to 32 replicas; 60 s
-cold start). A 70B replica serves about 10 requests per second, so these loads need fleets of
-3 to 12 replicas, where one replica more or less is a fair step of the cost. The goals are those
-of the project's issue; each is printed as met or missed with its measured figure, never adjusted.
-"""
+"""The benchmark's runs: each trace of the catalogue through every policy, the hindsight flat
+fleet, the goals, and with ``--frontier`` / ``--sweep`` the frontiers; tables on stdout, JSON and
+plots under ``--out``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from tailguard.sim import synthetic
+from tailguard.sim.bench import plots
+from tailguard.sim.bench.catalogue import (
+    DEFAULT_TRACES,
+    FRONTIER_FLOORS,
+    FRONTIER_TAILGUARD,
+    HOUR,
+    MIX,
+    PROFILE,
+    SLO,
+    SWEPT,
+    TRACES,
+    WARMUP_S,
+    BenchTrace,
+)
+from tailguard.sim.bench.goals import Goal, goals
+from tailguard.sim.bench.sweep import SweepPoint, pareto, ratios, sweep, worst
 from tailguard.sim.frontier import Point, frontier, informed_with_window
-from tailguard.sim.oracle import SloTarget
+from tailguard.sim.policies import DEFAULT_POLICIES, REGISTRY
 from tailguard.sim.profiles import get_profile
-from tailguard.sim.report import (
-    PolicySummary,
-    spread,
-    summary_document,
-    table,
-    write_plots,
-    write_summary,
-    write_timeline,
-)
-from tailguard.sim.runner import POLICIES, Scenario, ScenarioResult, run
-from tailguard.sim.trace import Trace
-
-BASELINES = ("hpa", "keda", "kpa", "wva", "dynamo", "static")
-SLO = SloTarget(ttft_s=1.0, tpot_s=0.1, goodput=0.99)
-PROFILE = "h100x2-llama3-70b-fp8"
-MIX = synthetic.CHAT
-HOUR = 3600.0
-#: Every run starts on a fleet that has served the trace's first five minutes (uncounted), as a
-#: policy does after a restart: warm engines and a full rate window, not a jump from no load.
-WARMUP_S = 300.0
-
-
-@dataclass(frozen=True)
-class BenchTrace:
-    key: str
-    describe: str
-    make: Callable[[int], Trace]
-    #: The rate schedule the trace is drawn from (for the idealised policy of ``--frontier``).
-    rate: Callable[[int], synthetic.RateFn] | None = None
-    #: The load jumps: ``--frontier`` sweeps the idealised policy's floor on it; on the other
-    #: traces it runs that policy held by the declared scale-down window instead.
-    jumps: bool = False
-
-
-TRACES = (
-    BenchTrace(
-        "bursty",
-        "MMPP: 40 req/s calm, 100 req/s bursts (means 8 min calm, 4 min burst)",
-        lambda seed: synthetic.mmpp(40, 100, HOUR, base_mean_s=480, burst_mean_s=240, mix=MIX, seed=seed),
-        lambda seed: synthetic.mmpp_rate(40, 100, HOUR, base_mean_s=480, burst_mean_s=240, seed=seed),
-        jumps=True,
-    ),
-    BenchTrace(
-        "diurnal",
-        "a day in an hour: 70 req/s mean, ±60%",
-        lambda seed: synthetic.diurnal(70, HOUR, amplitude=0.6, period_s=HOUR, mix=MIX, seed=seed),
-        lambda _seed: synthetic.diurnal_rate(70, amplitude=0.6, period_s=HOUR),
-    ),
-    BenchTrace(
-        "step",
-        "40 → 80 req/s at 30 min",
-        lambda seed: synthetic.step(40, 80, HOUR, mix=MIX, seed=seed),
-        lambda _seed: synthetic.step_rate(40, 80, HOUR),
-        jumps=True,
-    ),
-    BenchTrace(
-        "poisson",
-        "stationary Poisson, 70 req/s",
-        lambda seed: synthetic.poisson(70, HOUR, mix=MIX, seed=seed),
-        lambda _seed: synthetic.constant_rate(70),
-    ),
-)
-
-
-def _best_baseline(summaries: dict[str, PolicySummary], goodput: float) -> PolicySummary | None:
-    reaching = [summaries[b] for b in BASELINES if b in summaries and summaries[b].attainment >= goodput]
-    return min(reaching, key=lambda s: s.gpu_hours) if reaching else None
-
-
-@dataclass(frozen=True)
-class Goal:
-    """One goal of the issue on one trace: whether it was met, the figure, and what bounds it."""
-
-    goal: str
-    met: bool
-    measured: str
-    #: What the same run says about the goal's reach (the lower bound, the informed policy).
-    note: str = ""
-
-    def line(self) -> str:
-        text = f"[{'met' if self.met else 'MISSED'}] {self.goal}: {self.measured}"
-        return f"{text} ({self.note})" if self.note else text
-
-
-def _cheapest_informed(points: list[Point], goodput: float) -> Point | None:
-    """The informed policy's cheapest floor that reaches the target, if any does."""
-    reaching = [p for p in points if p.label.startswith("informed") and p.summary.attainment >= goodput]
-    return min(reaching, key=lambda p: p.summary.gpu_hours) if reaching else None
-
-
-def goals(
-    result: ScenarioResult, key: str, informed: list[Point] | None = None, windowed: Point | None = None
-) -> list[Goal]:
-    """Each goal of the issue for one trace, with what bounds it when the run can tell.
-
-    ``informed`` are the frontier's points on this run (``--frontier``): the idealised reactive
-    policy at each floor says what attainment any policy reading metrics can buy, and at what cost.
-    ``windowed`` is that policy held by the declared scale-down window: what the window costs.
-    """
-    by = {s.policy: s for s in result.summaries}
-    tg = by["tailguard"]
-    bound = result.lower_bound_gpu_hours
-    cheapest = _cheapest_informed(informed, SLO.goodput) if informed else None
-    reach = ""
-    if informed and cheapest is None:
-        floors = [p for p in informed if p.label.startswith("informed")]
-        top = max(floors, key=lambda p: p.summary.attainment)
-        reach = f"no informed floor reaches it; best {top.summary.attainment:.4f} at {top.label}"
-    elif cheapest is not None:
-        reach = (
-            f"the informed policy reaches it from {cheapest.label.removeprefix('informed, ')} "
-            f"at {cheapest.summary.gpu_hours:.2f} GPU-h, {cheapest.summary.gpu_hours / bound:.2f}x the bound"
-        )
-    out = [
-        Goal(
-            "attainment >= goodput target",
-            tg.attainment >= SLO.goodput,
-            f"{tg.attainment:.4f} vs {SLO.goodput}",
-            reach,
-        )
-    ]
-    ratio = tg.gpu_hours / bound
-    yardsticks = []
-    if cheapest is not None:
-        yardsticks.append(
-            f"at the target the informed policy needs {cheapest.summary.gpu_hours / bound:.3f}x"
-        )
-    if windowed is not None:
-        yardsticks.append(
-            f"held by the declared scale-down window the informed policy needs "
-            f"{windowed.summary.gpu_hours / bound:.3f}x (attainment {windowed.summary.attainment:.4f})"
-        )
-    out.append(Goal("GPU-hours <= 1.2x lower bound", ratio <= 1.2, f"{ratio:.3f}x", "; ".join(yardsticks)))
-    best = _best_baseline(by, SLO.goodput)
-    baselines = [by[b] for b in BASELINES if b in by]
-    if not baselines:
-        pass
-    elif best is not None:
-        saving = 1.0 - tg.gpu_hours / best.gpu_hours
-        beats_all = all(tg.attainment > b.attainment for b in baselines) and tg.gpu_hours <= best.gpu_hours
-        wanted = 0.75 * best.gpu_hours
-        note = f"25% fewer is {wanted:.2f} GPU-h, {wanted / bound:.2f}x the lower bound"
-        if cheapest is not None:
-            note += (
-                f"; the informed policy at the target saves "
-                f"{(1.0 - cheapest.summary.gpu_hours / best.gpu_hours) * 100:.1f}%"
-            )
-        out.append(
-            Goal(
-                ">= 25% fewer GPU-h than the best baseline at target, or better attainment at no more GPU-h",
-                # Fewer GPU-hours count only at the target: saving by missing it is no win.
-                (saving >= 0.25 and tg.attainment >= SLO.goodput) or beats_all,
-                f"{saving * 100:.1f}% fewer than {best.policy} ({best.gpu_hours:.2f} GPU-h)",
-                note,
-            )
-        )
-    else:
-        beats_all = all(tg.attainment > b.attainment for b in baselines)
-        out.append(
-            Goal(
-                "no baseline reaches the target: higher attainment than every baseline",
-                beats_all,
-                f"best baseline attainment {max(b.attainment for b in baselines):.4f}",
-            )
-        )
-    if key == "poisson":
-        out.append(
-            Goal(
-                "no direction reversal on stationary Poisson",
-                tg.direction_reversals == 0,
-                str(tg.direction_reversals),
-            )
-        )
-    return out
+from tailguard.sim.report import spread, summary_document, table, write_plots, write_summary, write_timeline
+from tailguard.sim.runner import Scenario, ScenarioResult, run
 
 
 def speed(seed: int = 0) -> tuple[int, float]:
     """Seconds for one hour of 20,000 requests through tailguard (the issue's speed goal)."""
-    trace = synthetic.poisson(20000 / HOUR, HOUR, mix=MIX, seed=seed)
+    trace = synthetic.poisson(20000 / HOUR, HOUR, mix=MIX, seed=seed, lead_s=WARMUP_S)
     scenario = Scenario(trace, get_profile(PROFILE), SLO, warmup_s=WARMUP_S)
     started = time.perf_counter()
     result = run(scenario, ["tailguard"], progress=False)
@@ -210,48 +46,64 @@ def speed(seed: int = 0) -> tuple[int, float]:
     return len(trace), elapsed
 
 
-#: What one replica of the benchmark's profile sustains at the SLO with random routing (measured
-#: with the lower bound's engine: 10 req/s per replica meets the target on 1 to 10 replicas, 11
-#: builds a queue); the idealised policy of ``--frontier`` sizes with it.
-PER_REPLICA = 10.0
-FRONTIER_FLOORS = (4, 5, 6, 7, 8, 9, 10)
-FRONTIER_TAILGUARD: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("", {}),
-    ("burst reserve 0.5", {"burst_reserve": 0.5}),
-    ("burst reserve 1", {"burst_reserve": 1.0}),
-    ("headroom 0.5", {"headroom": 0.5}),
-    ("headroom 1", {"headroom": 1.0}),
-    # The floor the informed policy needs at the target on step (7) and bursty (9), declared as
-    # minReplicas: what tailguard spends when the user knows the burst level.
-    ("min replicas 7", {"min_replicas": 7}),
-    ("min replicas 9", {"min_replicas": 9}),
-)
-
-
 def _seeds(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
 
+def scenario_of(bench: BenchTrace, seed: int, lead_s: float = WARMUP_S) -> Scenario:
+    trace = bench.make(seed, lead_s)
+    return Scenario(trace, get_profile(bench.profile), bench.slo, seed=seed, warmup_s=lead_s)
+
+
+@dataclass
+class TraceRun:
+    """What one trace and seed produced."""
+
+    result: ScenarioResult
+    checks: list[Goal]
+    document: dict[str, object]
+    informed: list[Point] | None = None
+    swept: list[SweepPoint] = field(default_factory=list)
+
+
 def _run_trace(
-    bench: BenchTrace, seed: int, policies: list[str], target: Path, plots: str | None, with_frontier: bool
-) -> tuple[ScenarioResult, list[Goal], dict[str, object], list[Point] | None]:
-    trace = bench.make(seed)
-    scenario = Scenario(trace, get_profile(PROFILE), SLO, seed=seed, warmup_s=WARMUP_S)
-    print(f"\n== {bench.key}, seed {seed}: {bench.describe} ({len(trace)} requests)", flush=True)
-    result = run(scenario, policies, progress=False)
-    print(table(result.summaries, result.lower_bound_gpu_hours, SLO.goodput))
+    bench: BenchTrace,
+    seed: int,
+    policies: list[str],
+    target: Path,
+    plot_dir: str | None,
+    *,
+    with_frontier: bool,
+    with_sweep: bool,
+    jobs: int,
+    lead_s: float,
+) -> TraceRun:
+    scenario = scenario_of(bench, seed, lead_s)
+    trace = scenario.trace
+    print(
+        f"\n== {bench.key}, seed {seed}: {bench.describe} "
+        f"({len(trace)} requests, {trace.mean_rate:.1f} req/s)",
+        flush=True,
+    )
+    result = run(scenario, policies, progress=False, with_flat=True)
+    print(table(result.summaries, result.lower_bound_gpu_hours, bench.slo.goodput))
+    flat = result.flat
+    if flat is not None:
+        counts = ", ".join(f"{n}: {a:.4f}" for n, a, _ in sorted(flat.tried))
+        found = f"{flat.replicas} replicas" if flat.replicas is not None else "none within the bounds"
+        print(f"hindsight flat fleet: {found} (searched {counts})")
     points = None
     windowed = None
-    if with_frontier and bench.rate is not None:
-        rate = bench.rate(seed)
+    if with_frontier and bench.rate is not None and bench.per_replica is not None:
+        rate = bench.rate(seed, lead_s)
         if not bench.jumps:
-            windowed = informed_with_window(scenario, rate, result.lower_bound, per_replica=PER_REPLICA)
+            windowed = informed_with_window(scenario, rate, result.lower_bound, per_replica=bench.per_replica)
         else:
             points = frontier(
                 scenario,
                 rate,
                 result.lower_bound,
-                per_replica=PER_REPLICA,
+                per_replica=bench.per_replica,
                 floors=FRONTIER_FLOORS,
                 tailguard_settings=FRONTIER_TAILGUARD,
             )
@@ -261,31 +113,104 @@ def _run_trace(
         print("tailguard GPU-hours against:")
         for s in result.summaries:
             if s.policy != "tailguard":
-                print(f"  {s.policy:<8} {tg.gpu_hours / s.gpu_hours:5.2f}x  (attainment {s.attainment:.4f})")
-        print(f"  {'bound':<8} {tg.gpu_hours / result.lower_bound_gpu_hours:5.2f}x")
-        checks = goals(result, bench.key, points, windowed)
+                print(f"  {s.policy:<10} {tg.gpu_hours / s.gpu_hours:5.2f}x  (attainment {s.attainment:.4f})")
+        print(f"  {'bound':<10} {tg.gpu_hours / result.lower_bound_gpu_hours:5.2f}x")
+        checks = goals(result, bench, points, windowed)
         for check in checks:
             print(f"  {check.line()}")
+    swept: list[SweepPoint] = []
+    if with_sweep:
+        swept = sweep(scenario, result.lower_bound, flat, SWEPT, jobs=jobs)
+        checks.extend(_print_sweep(bench, result, swept, target, plot_dir))
     target.mkdir(parents=True, exist_ok=True)
     document = summary_document(
         result.summaries,
         lower_bound_gpu_hours=result.lower_bound_gpu_hours,
-        trace={"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s},
-        settings={"describe": bench.describe, "seed": seed},
+        trace={
+            "name": trace.name,
+            "requests": len(trace),
+            "duration_s": trace.duration_s,
+            "mean_rate": trace.mean_rate,
+        },
+        settings={"describe": bench.describe, "seed": seed, "profile": bench.profile, "lead_in_s": lead_s},
     )
     document["goals"] = [
         {"goal": g.goal, "met": g.met, "measured": g.measured, "note": g.note} for g in checks
     ]
     document["seconds"] = result.seconds
+    if flat is not None:
+        document["flat_fleet"] = {
+            "replicas": flat.replicas,
+            "tried": [{"replicas": n, "attainment": a, "gpu_hours": g} for n, a, g in flat.tried],
+        }
+    if swept:
+        document["sweep"] = [
+            {"policy": p.policy, "label": p.label, "settings": dict(p.settings), **p.summary.as_dict()}
+            for p in swept
+        ]
     write_summary(target / "summary.json", document)
-    write_timeline(target / "timeline.csv", result.runs, SLO)
-    written = write_plots(target, result.runs, SLO)
-    if plots:
-        dest = Path(plots)
+    write_timeline(target / "timeline.csv", result.runs, bench.slo)
+    written = write_plots(target, result.runs, bench.slo)
+    if plot_dir:
+        dest = Path(plot_dir)
         dest.mkdir(parents=True, exist_ok=True)
         for plot in written:
             (dest / f"bench-{bench.key}-{plot.name}").write_bytes(plot.read_bytes())
-    return result, checks, document, points
+    return TraceRun(result, checks, document, points, swept)
+
+
+def _print_sweep(
+    bench: BenchTrace, result: ScenarioResult, points: list[SweepPoint], target: Path, plot_dir: str | None
+) -> list[Goal]:
+    """Each policy's frontier and tailguard's GPU-hours against each peer's frontier points."""
+    print(f"\n-- {bench.key}: every policy over its knob (frontier points marked *)")
+    print("| policy | setting | attainment | GPU-h |")
+    print("| --- | --- | --- | --- |")
+    for policy in dict.fromkeys(p.policy for p in points):
+        mine = [p for p in points if p.policy == policy]
+        front = pareto(mine)
+        for p in sorted(mine, key=lambda p: p.summary.gpu_hours):
+            star = "*" if p in front else ""
+            print(f"| {policy} | {p.label}{star} | {p.summary.attainment:.4f} | {p.summary.gpu_hours:.2f} |")
+    print(f"\n-- {bench.key}: tailguard's GPU-hours at the attainment each peer setting reaches")
+    checks = []
+    for peer, entries in ratios(points).items():
+        for entry in entries:
+            theirs = entry.peer.summary
+            match = entry.tailguard
+            if match is None:
+                text = "tailguard does not reach it"
+            else:
+                text = f"{entry.ratio:.2f}x ({match.label}, {match.summary.gpu_hours:.2f} GPU-h)"
+            print(
+                f"  {entry.peer.label:<40} {theirs.attainment:.4f} at {theirs.gpu_hours:7.2f} GPU-h: {text}"
+            )
+        bad = worst(entries)
+        value = bad.ratio
+        checks.append(
+            Goal(
+                f"tailguard's frontier dominates {peer}'s (<= 0.8x its GPU-hours at its attainment)",
+                value is not None and value <= 0.8,
+                f"tailguard never reaches {bad.peer.summary.attainment:.4f} ({bad.peer.label})"
+                if value is None
+                else f"worst {value:.2f}x, against {bad.peer.label} at {bad.peer.summary.attainment:.4f}",
+            )
+        )
+    by = {s.policy: s for s in result.summaries}
+    flat = by.get("flat")
+    path = plots.plot_sweep(
+        bench.key,
+        points,
+        goodput=bench.slo.goodput,
+        flat=(flat.gpu_hours, flat.attainment) if flat is not None else None,
+        bound_gpu_hours=result.lower_bound_gpu_hours,
+        path=target / "sweep.png",
+    )
+    if plot_dir:
+        dest = Path(plot_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / f"bench-{bench.key}-sweep.png").write_bytes(path.read_bytes())
+    return checks
 
 
 def _print_spread(key: str, results: list[ScenarioResult]) -> dict[str, object]:
@@ -305,7 +230,7 @@ def _print_spread(key: str, results: list[ScenarioResult]) -> dict[str, object]:
 
 
 def _frontier(
-    bench: BenchTrace, per_seed: list[list[Point]], out: Path, plots: str | None
+    bench: BenchTrace, per_seed: list[list[Point]], out: Path, plot_dir: str | None
 ) -> dict[str, object]:
     """The attainment / GPU-hours frontier on one trace, averaged over the seeds run."""
     labels = [p.label for p in per_seed[0]]
@@ -313,67 +238,44 @@ def _frontier(
     print(f"\n== {bench.key}: attainment / GPU-hours frontier, mean [min, max] over {len(per_seed)} seed(s)")
     print("| policy | attainment | GPU-h |")
     print("| --- | --- | --- |")
-    for i, label in enumerate(labels):
+    for i, name in enumerate(labels):
         att = [points[i].summary.attainment for points in per_seed]
         gpu = [points[i].summary.gpu_hours for points in per_seed]
-        rows[label] = {"attainment": att, "gpu_hours": gpu}
+        rows[name] = {"attainment": att, "gpu_hours": gpu}
         print(
-            f"| {label} | {np.mean(att):.4f} [{min(att):.4f}, {max(att):.4f}] "
+            f"| {name} | {np.mean(att):.4f} [{min(att):.4f}, {max(att):.4f}] "
             f"| {np.mean(gpu):.2f} [{min(gpu):.2f}, {max(gpu):.2f}] |"
         )
-    path = _plot_frontier(bench.key, rows, out / bench.key / "frontier.png")
-    if plots:
-        dest = Path(plots)
+    path = plots.plot_informed(bench.key, rows, bench.slo.goodput, out / bench.key / "frontier.png")
+    if plot_dir:
+        dest = Path(plot_dir)
         dest.mkdir(parents=True, exist_ok=True)
         (dest / f"bench-{bench.key}-frontier.png").write_bytes(path.read_bytes())
     return {"points": rows}
 
 
-def _plot_frontier(key: str, rows: dict[str, dict[str, list[float]]], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    informed = [
-        (np.mean(v["gpu_hours"]), np.mean(v["attainment"]))
-        for k, v in rows.items()
-        if k.startswith("informed")
-    ]
-    ax.plot(
-        [x for x, _ in informed],
-        [y for _, y in informed],
-        "o-",
-        color="grey",
-        label="informed (ideal reactive), by floor",
-    )
-    for label, values in rows.items():
-        if label.startswith("informed"):
-            continue
-        marker = "s" if label.startswith("tailguard") else "^"
-        ax.plot(np.mean(values["gpu_hours"]), np.mean(values["attainment"]), marker, ms=8, label=label)
-    ax.axhline(SLO.goodput, color="red", ls="--", lw=1, label=f"target {SLO.goodput}")
-    ax.set_xlabel("GPU-hours (mean over seeds)")
-    ax.set_ylabel("attainment (mean over seeds)")
-    ax.set_title(f"{key}: attainment against GPU-hours")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tailguard.sim.bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tailguard.sim.bench",
+        description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--out", default="out/bench", help="directory for per-trace outputs")
-    parser.add_argument("--traces", default=",".join(t.key for t in TRACES))
+    parser.add_argument(
+        "--traces",
+        default=",".join(DEFAULT_TRACES),
+        help=f"comma-separated, from: {', '.join(t.key for t in TRACES)}",
+    )
     parser.add_argument("--seed", type=int, help="one seed (the same as --seeds N)")
     parser.add_argument(
         "--seeds", default="1", help="comma-separated seeds; with more than one, mean and spread are printed"
     )
-    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies to run")
+    parser.add_argument(
+        "--policies",
+        default=",".join(DEFAULT_POLICIES),
+        help="comma-separated policies to run (the flat fleet is always searched), from: "
+        + ", ".join(REGISTRY),
+    )
     parser.add_argument(
         "--frontier",
         action="store_true",
@@ -381,37 +283,61 @@ def main(argv: list[str] | None = None) -> int:
         "reactive policy at several floors, tailguard with burst reserve, headroom or a floor, static and "
         "KPA; on the others, the idealised policy held by the declared scale-down window",
     )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also run every policy over its knob grid (tailguard over its goodput target) and print "
+        "tailguard's GPU-hours at the attainment each peer setting reaches",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="processes for --sweep")
+    parser.add_argument(
+        "--lead-in-s",
+        type=float,
+        default=WARMUP_S,
+        help="seconds of the same process before each trace, served while every policy observes",
+    )
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     parser.add_argument("--plots", help="also copy each trace's plots here (e.g. docs/img)")
     args = parser.parse_args(argv)
-    wanted = {k.strip() for k in args.traces.split(",")}
+    wanted = [k.strip() for k in args.traces.split(",") if k.strip()]
+    known = {t.key: t for t in TRACES}
+    unknown = [k for k in wanted if k not in known]
+    if unknown:
+        parser.error(f"unknown traces {', '.join(unknown)}; known: {', '.join(known)}")
     seeds = [args.seed] if args.seed is not None else _seeds(args.seeds)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if "flat" not in policies:
+        policies.append("flat")
     out = Path(args.out)
     report: dict[str, object] = {}
     all_met = True
-    for bench in TRACES:
-        if bench.key not in wanted:
-            continue
-        results = []
-        documents = []
+    for key in wanted:
+        bench = known[key]
+        runs = []
         frontiers: list[list[Point]] = []
         for n, seed in enumerate(seeds):
             target = out / bench.key if len(seeds) == 1 else out / bench.key / f"seed-{seed}"
-            result, checks, document, points = _run_trace(
-                bench, seed, policies, target, args.plots if n == 0 else None, args.frontier
+            done = _run_trace(
+                bench,
+                seed,
+                policies,
+                target,
+                args.plots if n == 0 else None,
+                with_frontier=args.frontier,
+                with_sweep=args.sweep,
+                jobs=args.jobs,
+                lead_s=args.lead_in_s,
             )
-            all_met &= all(check.met for check in checks)
-            results.append(result)
-            documents.append(document)
-            if points is not None:
-                frontiers.append(points)
-        entry: dict[str, object] = {"runs": documents}
+            all_met &= all(check.met for check in done.checks)
+            runs.append(done)
+            if done.informed is not None:
+                frontiers.append(done.informed)
+        entry: dict[str, object] = {"runs": [r.document for r in runs]}
         if len(seeds) > 1:
-            entry["spread"] = _print_spread(bench.key, results)
+            entry["spread"] = _print_spread(bench.key, [r.result for r in runs])
         if frontiers:
             entry["frontier"] = {"seeds": seeds, **_frontier(bench, frontiers, out, args.plots)}
-        report[bench.key] = entry if len(seeds) > 1 or args.frontier else documents[0]
+        report[bench.key] = entry if len(seeds) > 1 or args.frontier else runs[0].document
     if not args.no_speed:
         count, seconds = speed(seeds[0])
         met = seconds <= 30.0
@@ -423,7 +349,3 @@ def main(argv: list[str] | None = None) -> int:
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"\nall goals met: {all_met}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -54,5 +54,5 @@ SPEC = PolicySpec(
     ),
     make=_make,
     # 30 is llm-d's KEDA recipe (start-up ÷ poll × 1.5).
-    grid=tuple({"threshold": t} for t in (1.0, 2.0, 5.0, 10.0, 30.0)),
+    grid=tuple({"threshold": t} for t in (1.0, 5.0, 30.0)),
 )

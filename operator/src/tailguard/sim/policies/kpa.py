@@ -98,7 +98,7 @@ SPEC = PolicySpec(
     ),
     make=_make,
     grid=(
-        *({"target": t} for t in (50.0, 100.0, 150.0, 200.0)),
-        *({"target": t, "panic_threshold": p} for t in (100.0, 150.0) for p in (1.5, 3.0)),
+        *({"target": t} for t in (50.0, 100.0, 200.0)),
+        {"target": 100.0, "panic_threshold": 3.0},
     ),
 )

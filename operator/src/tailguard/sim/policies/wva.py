@@ -96,9 +96,7 @@ SPEC = PolicySpec(
     make=_make,
     grid=(
         {"kv_threshold": 0.6, "queue_threshold": 2.0, "queue_spare": 1.0},
-        {"kv_threshold": 0.7, "queue_threshold": 3.0, "queue_spare": 2.0},
         {"kv_threshold": 0.8, "queue_threshold": 5.0},
         {"kv_threshold": 0.9, "queue_threshold": 10.0},
-        {"kv_threshold": 0.8, "queue_threshold": 5.0, "interval_s": 15.0},
     ),
 )
