@@ -114,3 +114,5 @@ def test_the_sweep_compares_at_the_attainment_each_peer_setting_reaches() -> Non
     hpa = ratios(points)["hpa"]
     assert [r.ratio for r in hpa] == [10.0 / 20.0, None]  # tailguard never reaches 0.999
     assert worst(hpa).ratio is None
+    # Capped at a 0.99 target, hpa's 0.999 is matched by tailguard's 0.99 point.
+    assert [r.ratio for r in ratios(points, 0.99)["hpa"]] == [10.0 / 20.0, 10.0 / 40.0]

@@ -172,9 +172,12 @@ def _print_sweep(
         for p in sorted(mine, key=lambda p: p.summary.gpu_hours):
             star = "*" if p in front else ""
             print(f"| {policy} | {p.label}{star} | {p.summary.attainment:.4f} | {p.summary.gpu_hours:.2f} |")
-    print(f"\n-- {bench.key}: tailguard's GPU-hours at the attainment each peer setting reaches")
+    print(
+        f"\n-- {bench.key}: tailguard's GPU-hours at the attainment each peer setting reaches "
+        f"(capped at the target {bench.slo.goodput})"
+    )
     checks = []
-    for peer, entries in ratios(points).items():
+    for peer, entries in ratios(points, bench.slo.goodput).items():
         for entry in entries:
             theirs = entry.peer.summary
             match = entry.tailguard

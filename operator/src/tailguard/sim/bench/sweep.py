@@ -5,8 +5,10 @@ requests per pod keeps a 70B fleet at several times the lower bound). Each polic
 ``catalogue.SWEPT`` is run at every setting of its registry grid; tailguard's grid sweeps its
 goodput target. Against each peer setting, the ratio printed is tailguard's GPU-hours at its
 cheapest setting that reaches at least the attainment that peer setting reached, over the peer's
-GPU-hours: below 1 tailguard buys the same attainment for less. No interpolation: a tailguard
-frontier that never reaches the peer's attainment gives no ratio and says so.
+GPU-hours: below 1 tailguard buys the same attainment for less. The attainment compared is capped
+at the goodput target: above it a peer buys what the SLO does not ask for (a peer at 1.0000 and
+tailguard at 0.9993 both meet a 0.99 target). No interpolation: a tailguard frontier that never
+reaches the (capped) attainment gives no ratio and says so.
 """
 
 from __future__ import annotations
@@ -84,13 +86,17 @@ def pareto(points: Sequence[SweepPoint]) -> list[SweepPoint]:
     return out
 
 
-def ratios(points: Sequence[SweepPoint], ours: str = "tailguard") -> dict[str, list[Ratio]]:
-    """Per peer, each of its frontier points against tailguard's cheapest point at that attainment."""
+def ratios(
+    points: Sequence[SweepPoint], goodput: float = 1.0, ours: str = "tailguard"
+) -> dict[str, list[Ratio]]:
+    """Per peer, each of its frontier points against tailguard's cheapest point that reaches that
+    attainment, capped at ``goodput``."""
     mine = [p for p in points if p.policy == ours]
     out: dict[str, list[Ratio]] = {}
     for peer in dict.fromkeys(p.policy for p in points if p.policy != ours):
         for point in pareto([p for p in points if p.policy == peer]):
-            reaching = [m for m in mine if m.summary.attainment >= point.summary.attainment]
+            wanted = min(point.summary.attainment, goodput)
+            reaching = [m for m in mine if m.summary.attainment >= wanted]
             match = min(reaching, key=lambda m: m.summary.gpu_hours) if reaching else None
             out.setdefault(peer, []).append(Ratio(point, match))
     return out

@@ -123,14 +123,14 @@ def number(settings: Settings, key: str) -> float:
 
 
 def label(settings: Settings, spec: PolicySpec) -> str:
-    """A short label of the settings that differ from the defaults (``target 4, panic 3``)."""
+    """A short label of the settings that differ from the defaults (``kpa target=50``)."""
     defaults = spec.defaults()
     parts = [
-        f"{k.replace('_', ' ')} {v:g}" if not isinstance(v, str) else f"{k.replace('_', ' ')} {v}"
+        f"{k}={v:g}" if not isinstance(v, str) else f"{k}={v}"
         for k, v in settings.items()
         if defaults.get(k) != v
     ]
-    return spec.name + (f" ({', '.join(parts)})" if parts else "")
+    return f"{spec.name} {' '.join(parts)}" if parts else f"{spec.name} (defaults)"
 
 
 class HpaBehaviour:
