@@ -116,3 +116,18 @@ def test_the_sweep_compares_at_the_attainment_each_peer_setting_reaches() -> Non
     assert worst(hpa).ratio is None
     # Capped at a 0.99 target, hpa's 0.999 is matched by tailguard's 0.99 point.
     assert [r.ratio for r in ratios(points, 0.99)["hpa"]] == [10.0 / 20.0, 10.0 / 40.0]
+
+
+def test_a_sweep_runs_each_policy_over_its_grid() -> None:
+    from tailguard.sim.bench.sweep import sweep
+    from tailguard.sim.oracle import SloTarget
+    from tailguard.sim.policies import REGISTRY
+
+    trace = synthetic.poisson(20.0, 180.0, seed=3, lead_s=60.0)
+    scenario = Scenario(trace, get_profile("h100-llama3-8b"), SloTarget(0.5, None, 0.99), warmup_s=60.0)
+    points = sweep(scenario, [2, 2, 2], None, ["tailguard", "kpa"])
+    grids = len(REGISTRY["tailguard"].grid) + len(REGISTRY["kpa"].grid)
+    assert len(points) == grids
+    assert {p.label for p in points if p.policy == "kpa"} >= {"kpa (defaults)", "kpa target=50"}
+    assert any("goodput_target=0.9" in p.label for p in points)
+    assert all(0.0 <= p.summary.attainment <= 1.0 and p.summary.gpu_hours > 0 for p in points)
