@@ -195,3 +195,15 @@ def test_flat_fleet_is_the_fewest_fixed_replicas_that_reach_the_target() -> None
         assert below.replicas is None
     flat = next(s for s in result.summaries if s.policy == "flat")
     assert flat.attainment >= 0.99
+
+
+@pytest.mark.parametrize("argv", [("--rate", "abc"), ("--synthetic", "poison"), ("--hpa-target", "x")])
+def test_values_argparse_rejects_are_one_line_too(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parser().parse_args(["--synthetic", "poisson", *argv])
+    assert exc.value.code == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: argument ")
+    assert "\n" not in err

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tailguard.sim import synthetic
 from tailguard.sim.oracle import SloTarget
@@ -115,9 +116,20 @@ def _knob_help(knob: Knob) -> str:
     )
 
 
+def _one_line_error(parser: argparse.ArgumentParser) -> Callable[[str], NoReturn]:
+    """argparse's own errors (a value that is not a number, an unknown choice) as one line, not
+    the whole usage: the options are many."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(EXIT_USAGE, f"error: {message} (see {parser.prog} --help)\n")
+
+    return error
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``tailguard simulate``."""
     parser.formatter_class = _Formatter
+    setattr(parser, "error", _one_line_error(parser))  # noqa: B010 - replaces a method on one instance
     src = parser.add_argument_group("trace")
     src.add_argument("--trace", help="trace file: native, Azure or Mooncake format (CSV or JSONL)")
     src.add_argument(
