@@ -105,3 +105,15 @@ def ratios(
 def worst(entries: Sequence[Ratio]) -> Ratio:
     """The peer setting where tailguard compares worst (no match counts as worst)."""
     return max(entries, key=lambda r: float("inf") if r.ratio is None else r.ratio)
+
+
+def at_target(
+    points: Sequence[SweepPoint], peer: str, goodput: float, ours: str = "tailguard"
+) -> tuple[SweepPoint | None, SweepPoint | None]:
+    """The cheapest setting of ``peer`` and of ``ours`` that reach the target (``None`` where none)."""
+
+    def cheapest(policy: str) -> SweepPoint | None:
+        reaching = [p for p in points if p.policy == policy and p.summary.attainment >= goodput]
+        return min(reaching, key=lambda p: p.summary.gpu_hours) if reaching else None
+
+    return cheapest(peer), cheapest(ours)
