@@ -125,9 +125,11 @@ def test_a_sweep_runs_each_policy_over_its_grid() -> None:
 
     trace = synthetic.poisson(20.0, 180.0, seed=3, lead_s=60.0)
     scenario = Scenario(trace, get_profile("h100-llama3-8b"), SloTarget(0.5, None, 0.99), warmup_s=60.0)
-    points = sweep(scenario, [2, 2, 2], None, ["tailguard", "kpa"])
-    grids = len(REGISTRY["tailguard"].grid) + len(REGISTRY["kpa"].grid)
+    points = sweep(scenario, [2, 2, 2], None, ["tailguard", "kpa", "hpa"])
+    # hpa's grid leaves out its default (target 2), which the sweep adds; kpa's holds it.
+    grids = len(REGISTRY["tailguard"].grid) + len(REGISTRY["kpa"].grid) + len(REGISTRY["hpa"].grid) + 1
     assert len(points) == grids
+    assert "hpa (defaults)" in {p.label for p in points}
     assert {p.label for p in points if p.policy == "kpa"} >= {"kpa (defaults)", "kpa target=50"}
     assert any("goodput_target=0.9" in p.label for p in points)
     assert all(0.0 <= p.summary.attainment <= 1.0 and p.summary.gpu_hours > 0 for p in points)

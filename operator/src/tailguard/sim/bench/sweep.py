@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tailguard.sim import policies as registry
 from tailguard.sim.fleet import simulate
-from tailguard.sim.policies.base import Settings, label
+from tailguard.sim.policies.base import Setting, Settings, label
 from tailguard.sim.report import PolicySummary, summarise
 from tailguard.sim.runner import FlatFleet, Scenario, context
 
@@ -65,8 +65,17 @@ def sweep(
     *,
     jobs: int = 1,
 ) -> list[SweepPoint]:
-    """Every policy of ``policies`` at every setting of its grid, on one scenario."""
-    tasks = [(name, dict(s)) for name in policies for s in registry.get(name).grid]
+    """Every policy of ``policies`` at every setting of its grid, and at its defaults where the grid
+    does not hold them (a peer's documented default is always on its frontier's chart)."""
+    tasks: list[tuple[str, dict[str, Setting]]] = []
+    for name in policies:
+        spec = registry.get(name)
+        grid = [dict(s) for s in spec.grid]
+        if not any(spec.settings(s) == spec.defaults() for s in grid) and not any(
+            k.derived for k in spec.knobs
+        ):
+            grid.insert(0, {})
+        tasks.extend((name, s) for s in grid)
     if jobs <= 1:
         return [_one(scenario, bound, flat, name, s) for name, s in tasks]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
