@@ -20,10 +20,6 @@ from tailguard.sim.profiles import EngineProfile
 from tailguard.sim.report import PolicySummary, summarise
 from tailguard.sim.trace import Trace
 
-#: Every policy the simulator knows (the registry's order).
-POLICIES = tuple(registry.REGISTRY)
-DEFAULT_POLICIES = registry.DEFAULT_POLICIES
-
 
 @dataclass(frozen=True)
 class Scenario:
