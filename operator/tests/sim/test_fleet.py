@@ -214,3 +214,20 @@ def test_no_ready_pod_means_failed_requests() -> None:
     result = simulate(trace, Scripted([(0.0, 1, 64)]), FleetConfig(H100, initial_replicas=1, cold_start_s=60))
     assert np.isinf(result.ttft).any(), "the only pod restarting leaves nobody to answer"
     assert math.isfinite(result.gpu_seconds)
+
+
+def test_a_lead_in_schedule_serves_the_lead_in_and_is_not_counted() -> None:
+    trace = synthetic.step(10, 30, 600, seed=1, lead_s=300)
+    scaler = Scripted([])
+    config = FleetConfig(
+        H100, initial_replicas=2, warmup_s=300, lead_in_schedule=(1, 3, 1), lead_in_window_s=60
+    )
+    result = simulate(trace, scaler, config)
+    sizes = {round(t): ready for t, ready, *_ in scaler.seen if t < 0}
+    assert sizes[-300] == 1
+    assert sizes[-240] == 3  # the schedule's second window, Ready at once
+    assert sizes[-180] == 1
+    # Neither the lead-in's resizes nor its GPU time count.
+    assert result.scale_events == []
+    plain = simulate(trace, Scripted([]), FleetConfig(H100, initial_replicas=1, warmup_s=300))
+    assert result.gpu_seconds == pytest.approx(plain.gpu_seconds)

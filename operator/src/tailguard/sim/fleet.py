@@ -91,6 +91,11 @@ class FleetConfig:
     #: a restart with its state kept, on warm engines with a full rate window. 0 starts on
     #: empty engines and an empty Prometheus, a jump from no load at all.
     warmup_s: float = 0.0
+    #: Replicas that serve the lead-in, per ``lead_in_window_s`` from its start, Ready at once
+    #: (the lower bound's schedule of the lead-in), so a lead-in whose load moves is served as
+    #: the trace's own start would be; empty keeps ``initial_replicas`` throughout.
+    lead_in_schedule: tuple[int, ...] = ()
+    lead_in_window_s: float = 60.0
 
 
 class FleetView:
@@ -170,7 +175,7 @@ class RunResult:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-_SCRAPE, _TICK, _READY, _GONE = 0, 1, 2, 3
+_SCRAPE, _TICK, _READY, _GONE, _LEAD = 0, 1, 2, 3, 4
 
 
 class Fleet:
@@ -270,7 +275,8 @@ class Fleet:
 
     def _account(self, pod: Pod, end: float) -> None:
         if pod.gpu_since is not None:
-            held = max(0.0, end - pod.gpu_since)
+            # GPU time counts from the trace's start, not the lead-in's.
+            held = max(0.0, end - max(0.0, pod.gpu_since))
             self.gpu_seconds += held * self.profile.gpus
             self.replica_seconds += held
 
@@ -279,7 +285,8 @@ class Fleet:
     def apply(self, now: float, action: Action) -> None:
         replicas = max(0, int(action.replicas))
         if replicas != self.desired:
-            self.scale_events.append((now, self.desired, replicas))
+            if now >= 0.0:  # the lead-in's own resizes are not the policy's
+                self.scale_events.append((now, self.desired, replicas))
             self.desired = replicas
         if action.max_batch is not None and action.max_batch != self.max_batch:
             self.max_batch_changes.append((now, self.max_batch, action.max_batch))
@@ -347,6 +354,14 @@ class Fleet:
     def schedule_tick(self, at: float) -> None:
         self.push(at, _TICK)
 
+    def schedule_lead_in(self, begin: float) -> None:
+        """Resize to each window of ``config.lead_in_schedule`` at its start, before time zero."""
+        window = self.config.lead_in_window_s
+        for k in range(1, len(self.config.lead_in_schedule)):
+            at = begin + k * window
+            if at < 0.0:
+                self.push(at, _LEAD, str(k))
+
     def due(self, until: float) -> Iterator[tuple[float, int, str]]:
         """Pop the events at or before ``until`` in time order (events they schedule included)."""
         events = self._events
@@ -355,6 +370,9 @@ class Fleet:
             yield at, kind, name
 
     def handle(self, at: float, kind: int, name: str) -> None:
+        if kind == _LEAD:
+            self.apply(at, Action(self.config.lead_in_schedule[int(name)], instant=True))
+            return
         pod = next((p for p in self.pods if p.name == name), None)
         if pod is None:
             return
@@ -462,7 +480,10 @@ def simulate(
     lead = trace.lead_in(config.warmup_s) if config.warmup_s > 0 else None
     begin = -config.warmup_s if lead is not None else 0.0
     # GPU time counts from the trace's start, not the lead-in's.
-    fleet.start_serving(config.initial_replicas, begin, gpu_from=0.0)
+    lead_schedule = config.lead_in_schedule if lead is not None else ()
+    fleet.start_serving(lead_schedule[0] if lead_schedule else config.initial_replicas, begin, gpu_from=0.0)
+    if lead_schedule:
+        fleet.schedule_lead_in(begin)
     end = trace.duration_s
     fleet.schedule_scrape(begin)
     # With a lead-in every policy is called from its start, and observes: what it asks for is not

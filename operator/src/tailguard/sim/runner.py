@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -41,9 +41,15 @@ class Scenario:
     warmup_s: float = 0.0
     #: Per policy, settings that differ from its defaults (``{"hpa": {"target": 8.0}}``).
     settings: Mapping[str, Settings] = field(default_factory=dict)
+    #: The lower bound's schedule of the lead-in (``run`` fills it): the fleet that serves it.
+    lead_in_schedule: tuple[int, ...] = ()
 
-    def fleet(self, initial_replicas: int) -> FleetConfig:
+    def fleet(self, initial_replicas: int, *, follow_lead_in: bool = True) -> FleetConfig:
+        """The fleet every policy runs on; ``follow_lead_in=False`` holds ``initial_replicas``
+        through the lead-in too (a fixed fleet)."""
         return FleetConfig(
+            lead_in_schedule=self.lead_in_schedule if follow_lead_in else (),
+            lead_in_window_s=self.oracle_window_s,
             profile=self.profile,
             cold_start_s=self.cold_start_s,
             router=self.router,
@@ -135,7 +141,7 @@ def flat_fleet(
     tried: list[tuple[int, float, float]] = []
 
     def attainment(n: int) -> float:
-        run = simulate(scenario.trace, Fixed("flat", n), scenario.fleet(n))
+        run = simulate(scenario.trace, Fixed("flat", n), scenario.fleet(n, follow_lead_in=False))
         runs[n] = run
         summary = summarise(run, scenario.slo)
         tried.append((n, summary.attainment, summary.gpu_hours))
@@ -187,6 +193,27 @@ class Progress:
         sys.stderr.flush()
 
 
+def with_lead_in_schedule(scenario: Scenario) -> Scenario:
+    """The scenario with the lower bound's schedule of its lead-in, which serves the lead-in: a
+    fleet that follows the lead-in's load, so a long lead-in whose load moves (an hour of a
+    diurnal load) leaves no queue a fleet of the start's size would build."""
+    if scenario.warmup_s <= 0 or scenario.lead_in_schedule:
+        return scenario
+    lead = scenario.trace.lead_in(scenario.warmup_s)
+    if len(lead) < 2:
+        return scenario
+    shifted = Trace(lead.name, lead.arrival_s + scenario.warmup_s, lead.input_tokens, lead.output_tokens)
+    schedule = lower_bound(
+        shifted,
+        scenario.fleet(scenario.min_replicas),
+        scenario.slo,
+        window_s=scenario.oracle_window_s,
+        min_replicas=scenario.min_replicas,
+        max_replicas=scenario.max_replicas,
+    )
+    return replace(scenario, lead_in_schedule=tuple(schedule))
+
+
 def run(
     scenario: Scenario,
     policies: Sequence[str] = registry.DEFAULT_POLICIES,
@@ -203,6 +230,7 @@ def run(
     for name in policies:
         registry.get(name)
     started = time.perf_counter()
+    scenario = with_lead_in_schedule(scenario)
     bound = lower_bound(
         scenario.trace,
         scenario.fleet(scenario.min_replicas),

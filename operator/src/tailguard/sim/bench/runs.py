@@ -86,6 +86,7 @@ def _run_trace(
         flush=True,
     )
     result = run(scenario, policies, progress=False, with_flat=True)
+    scenario = result.scenario  # with the lead-in's schedule
     print(table(result.summaries, result.lower_bound_gpu_hours, bench.slo.goodput))
     flat = result.flat
     if flat is not None:
@@ -151,7 +152,8 @@ def _run_trace(
     write_summary(target / "summary.json", document)
     write_timeline(target / "timeline.csv", result.runs, bench.slo)
     written = write_plots(target, result.runs, bench.slo)
-    if plot_dir:
+    # A sweep runs few policies in its main table: its replica and TTFT plots stay in --out.
+    if plot_dir and not with_sweep:
         dest = Path(plot_dir)
         dest.mkdir(parents=True, exist_ok=True)
         for plot in written:
