@@ -1,17 +1,22 @@
 # The fleet simulator and its benchmark (operator/src/tailguard/sim).
-.PHONY: bench bench-quick bench-seeds simulate-example
+.PHONY: bench bench-quick bench-seeds bench-frontier simulate-example
 
 BENCH_OUT ?= out/bench
+BENCH_JOBS ?= 2
 
-bench: venv ## run every policy on the synthetic benchmark traces and print the ratios and goals (about 3 min)
+bench: venv ## every policy on the benchmark traces: flat fleet, ratios and goals (see docs/benchmarks.md for the time)
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --plots docs/img --frontier
 
 bench-quick: venv ## the benchmark on the stationary trace only (the no-flapping goal and the speed figure)
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT) --traces poisson
 
-bench-seeds: venv ## tailguard, KPA and static over seeds 1-3 (mean and spread) and the frontier under jumps (6-9 min)
+bench-seeds: venv ## tailguard, KPA and static over seeds 1-3 (mean and spread) and the frontier under jumps
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT)-seeds --seeds 1,2,3 --policies tailguard,kpa,static \
 		--frontier --no-speed
+
+bench-frontier: venv ## every policy swept over its knob on every trace; tailguard's GPU-hours at each peer's attainment
+	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT)-frontier --plots docs/img --sweep --jobs $(BENCH_JOBS) \
+		--policies tailguard,static --no-speed
 
 simulate-example: venv ## a 20-minute bursty trace through every policy, outputs in out/simulate
 	$(PY) -m tailguard.sim --synthetic bursty --rate 30 --peak-rate 80 --duration-s 1200 \

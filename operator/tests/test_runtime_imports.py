@@ -126,16 +126,21 @@ def test_simulator_commands_without_the_extra_say_what_to_install(argv: list[str
     assert "numpy" in lines[0]
 
 
-def test_simulate_help_needs_no_simulator_packages() -> None:
+def test_simulate_help_without_the_extra_says_what_to_install() -> None:
+    # The simulator's options come from its policy registry, which needs the sim extra.
     proc = _python(
         """
+        import sys
         from tailguard.cli import main
-        main(["simulate", "--help"])
+        sys.exit(main(["simulate", "--help"]))
         """,
         hide_sim=True,
     )
-    assert proc.returncode == 0, proc.stderr
-    assert "--synthetic" in proc.stdout
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: tailguard simulate needs the simulator's packages (numpy, matplotlib missing): "
+        "pip install 'tailguard[sim]'"
+    ]
 
 
 def test_declared_mix_names_are_the_simulators() -> None:

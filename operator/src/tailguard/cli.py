@@ -87,7 +87,9 @@ def _simulate(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     from tailguard.sim import cli as sim_cli
 
-    code: int = sim_cli.run(args)
+    # The simulator declares its own options (every policy's knobs come from its registry, which
+    # needs the sim extra): its parser reads everything after ``simulate``.
+    code: int = sim_cli.main(list(args.simulate_args))
     return code
 
 
@@ -128,11 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     simulate = sub.add_parser(
-        "simulate", help="replay a trace through tailguard and its peers in the simulator"
+        "simulate",
+        help="replay a trace through tailguard and its peers in the simulator (tailguard simulate --help)",
+        # Every argument, options included, goes to the simulator's parser untouched.
+        add_help=False,
+        prefix_chars="\0",
     )
-    from tailguard.sim.options import add_arguments as add_simulate_arguments
-
-    add_simulate_arguments(simulate)
+    simulate.add_argument("simulate_args", nargs=argparse.REMAINDER)
     simulate.set_defaults(func=_simulate)
 
     fleet = sub.add_parser("fleet", help="simulate vLLM behind a test cluster's pods and serve their metrics")

@@ -7,10 +7,14 @@ from dataclasses import replace
 import pytest
 
 from tailguard.sim import synthetic
-from tailguard.sim.autoscalers import Hpa, Keda, Kpa, Slo, Wva
 from tailguard.sim.engine import Engine, EngineSnapshot
 from tailguard.sim.fleet import FleetConfig, PodPhase
 from tailguard.sim.oracle import SloTarget, lower_bound
+from tailguard.sim.policies import Slo
+from tailguard.sim.policies.hpa import Hpa
+from tailguard.sim.policies.keda import Keda
+from tailguard.sim.policies.kpa import Kpa
+from tailguard.sim.policies.wva import Wva
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.prometheus import ModelledPrometheus
 

@@ -9,9 +9,9 @@ import itertools
 import pytest
 
 from tailguard.sim import synthetic
-from tailguard.sim.autoscalers import Tailguard
 from tailguard.sim.fleet import simulate
 from tailguard.sim.oracle import SloTarget
+from tailguard.sim.policies.tailguard import Tailguard
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.report import summarise
 from tailguard.sim.runner import Scenario

@@ -130,11 +130,17 @@ def test_new_replicas_start_after_the_cold_start_and_cost_gpu_time() -> None:
 
 def test_a_warm_up_serves_the_lead_in_uncounted_and_starts_with_a_full_rate_window() -> None:
     trace = synthetic.poisson(10, 600, seed=5)
-    scaler = Scripted([])
+    # It asks for 5 replicas during the lead-in: it observes, and nothing is applied before 0.
+    scaler = Scripted([(-200.0, 5, None)])
     cold = simulate(trace, Scripted([]), FleetConfig(H100, initial_replicas=2))
     warm = simulate(trace, scaler, FleetConfig(H100, initial_replicas=2, warmup_s=300))
-    # The autoscaler acts from the trace's start, and GPU time counts from there too.
-    assert scaler.seen[0][0] == pytest.approx(0.0, abs=1e-3)
+    # The autoscaler is called from the lead-in's start, and acts from the trace's start.
+    assert scaler.seen[0][0] == pytest.approx(-300.0, abs=1e-3)
+    assert all(ready == 2 for t, ready, *_ in scaler.seen if t < 0)
+    assert warm.timeline[0].desired == 2
+    assert warm.scale_events[0][0] == pytest.approx(0.0, abs=1e-3)
+    warm = simulate(trace, Scripted([]), FleetConfig(H100, initial_replicas=2, warmup_s=300))
+    # GPU time counts from the trace's start.
     assert warm.gpu_seconds == pytest.approx(cold.gpu_seconds)
     assert warm.timeline[0].time == 0.0
     # Only the trace's own requests are reported; every one of them was served.
@@ -149,8 +155,28 @@ def test_a_warm_up_serves_the_lead_in_uncounted_and_starts_with_a_full_rate_wind
             seen.append(view.prometheus.counter_rate(now, 120.0, lambda s: s.requests_finished))
             return super().step(now, view)
 
-    simulate(trace, Reader([]), fleet_config)
-    assert seen[0] == pytest.approx(10.0, rel=0.15)
+    reader = Reader([])
+    simulate(trace, reader, fleet_config)
+    at_start = next(i for i, entry in enumerate(reader.seen) if entry[0] >= 0.0)
+    assert seen[at_start] == pytest.approx(10.0, rel=0.15)
+
+
+def test_a_synthetic_lead_in_is_the_same_process_earlier() -> None:
+    trace = synthetic.step(10, 30, 600, seed=1, lead_s=600)
+    lead = trace.lead_in(300)
+    assert len(lead) > 0
+    assert float(lead.arrival_s[0]) >= -300.0
+    assert float(lead.arrival_s[-1]) < 0.0
+    # The step comes at the trace's own midpoint; before it the lead-in runs at the base rate.
+    assert len(lead) / 300.0 == pytest.approx(10.0, rel=0.15)
+    assert np.sum(trace.arrival_s >= 300.0) / 300.0 == pytest.approx(30.0, rel=0.1)
+    # Without one, the trace's own start is played again.
+    plain = synthetic.step(10, 30, 600, seed=1)
+    assert np.allclose(plain.lead_in(300).arrival_s + 300.0, plain.window(0, 300).arrival_s)
+    # A window of a file keeps what came before it as its lead-in.
+    later = plain.window(400, 600)
+    assert float(later.lead_in(300).arrival_s[-1]) < 0.0
+    assert len(later.lead_in(300)) / 300.0 == pytest.approx((10 * 200 + 30 * 100) / 300.0, rel=0.15)
 
 
 def test_scale_down_drains_without_losing_requests() -> None:
@@ -188,3 +214,20 @@ def test_no_ready_pod_means_failed_requests() -> None:
     result = simulate(trace, Scripted([(0.0, 1, 64)]), FleetConfig(H100, initial_replicas=1, cold_start_s=60))
     assert np.isinf(result.ttft).any(), "the only pod restarting leaves nobody to answer"
     assert math.isfinite(result.gpu_seconds)
+
+
+def test_a_lead_in_schedule_serves_the_lead_in_and_is_not_counted() -> None:
+    trace = synthetic.step(10, 30, 600, seed=1, lead_s=300)
+    scaler = Scripted([])
+    config = FleetConfig(
+        H100, initial_replicas=2, warmup_s=300, lead_in_schedule=(1, 3, 1), lead_in_window_s=60
+    )
+    result = simulate(trace, scaler, config)
+    sizes = {round(t): ready for t, ready, *_ in scaler.seen if t < 0}
+    assert sizes[-300] == 1
+    assert sizes[-240] == 3  # the schedule's second window, Ready at once
+    assert sizes[-180] == 1
+    # Neither the lead-in's resizes nor its GPU time count.
+    assert result.scale_events == []
+    plain = simulate(trace, Scripted([]), FleetConfig(H100, initial_replicas=1, warmup_s=300))
+    assert result.gpu_seconds == pytest.approx(plain.gpu_seconds)

@@ -13,10 +13,10 @@ import pytest
 
 from tailguard.policy import Decision, Observation, PolicyConfig, PolicyState, Reason, decide
 from tailguard.policy.capacity import StepModel, step_model
-from tailguard.sim import autoscalers
-from tailguard.sim.autoscalers import Tailguard
 from tailguard.sim.engine import Engine, EngineSnapshot
 from tailguard.sim.fleet import FleetConfig, simulate
+from tailguard.sim.policies import tailguard as autoscalers
+from tailguard.sim.policies.tailguard import Tailguard
 from tailguard.sim.profiles import PROFILES, EngineProfile, get_profile
 from tailguard.sim.synthetic import TokenMix, mmpp, poisson
 from tailguard.sim.trace import Trace

@@ -6,10 +6,12 @@ import asyncio
 import math
 from dataclasses import dataclass, field
 
-from tailguard.contract.histogram import fraction_at_or_below, histogram_quantile
+from tailguard.contract.slo import joint_goodput, slo_figures
 from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError, SeriesByService, ServiceKey, group_vector
+
+__all__ = ["Cycle", "ServiceSignals", "joint_goodput", "read_cycle", "signals_for"]
 
 
 @dataclass
@@ -84,43 +86,26 @@ def _buckets(cycle: Cycle, signal: Signal, key: ServiceKey) -> list[tuple[float,
     return buckets
 
 
-def joint_goodput(
-    ttft_within: float | None, tpot_within: float | None, *, tpot_declared: bool
-) -> float | None:
-    """Fraction of requests meeting every declared SLO.
-
-    With one SLO it is that SLO's fraction. With TTFT and TPOT, separate histograms cannot give the
-    joint fraction; ``P(a) + P(b) - 1`` is its lower bound, and tailguard is judged against that
-    bound so that it errs on the side of the SLO.
-    """
-    if ttft_within is None:
-        return None
-    if not tpot_declared:
-        return ttft_within
-    if tpot_within is None:
-        return None
-    return max(0.0, ttft_within + tpot_within - 1.0)
-
-
 def signals_for(
     cycle: Cycle, key: ServiceKey, *, ttft_slo_s: float, tpot_slo_s: float | None
 ) -> ServiceSignals:
     """The figures of service ``key`` against its own SLOs.
 
-    p99 is interpolated inside a bucket as ``histogram_quantile`` does; the fraction within an SLO
-    is exact when the SLO is a bucket edge and linearly interpolated between edges otherwise.
+    The histogram math is ``tailguard.contract.slo_figures``, shared with the simulator.
     """
-    ttft = _buckets(cycle, Signal.TTFT_BUCKETS, key)
-    tpot = _buckets(cycle, Signal.TPOT_BUCKETS, key)
-    ttft_within = _finite(fraction_at_or_below(ttft_slo_s, ttft)) if ttft else None
-    tpot_within = _finite(fraction_at_or_below(tpot_slo_s, tpot)) if tpot and tpot_slo_s else None
+    figures = slo_figures(
+        _buckets(cycle, Signal.TTFT_BUCKETS, key),
+        _buckets(cycle, Signal.TPOT_BUCKETS, key),
+        ttft_slo_s=ttft_slo_s,
+        tpot_slo_s=tpot_slo_s,
+    )
     pods = _value(cycle, Signal.REPORTING_PODS, key)
     return ServiceSignals(
-        p99_ttft_s=_finite(histogram_quantile(0.99, ttft)) if ttft else None,
-        p99_tpot_s=_finite(histogram_quantile(0.99, tpot)) if tpot else None,
-        ttft_within_slo=ttft_within,
-        tpot_within_slo=tpot_within,
-        goodput=joint_goodput(ttft_within, tpot_within, tpot_declared=tpot_slo_s is not None),
+        p99_ttft_s=figures.p99_ttft_s,
+        p99_tpot_s=figures.p99_tpot_s,
+        ttft_within_slo=figures.ttft_within_slo,
+        tpot_within_slo=figures.tpot_within_slo,
+        goodput=figures.goodput,
         request_rate=_value(cycle, Signal.REQUEST_RATE, key),
         prompt_token_rate=_value(cycle, Signal.PROMPT_TOKEN_RATE, key),
         generation_token_rate=_value(cycle, Signal.GENERATION_TOKEN_RATE, key),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -51,11 +51,22 @@ class Pod:
 
 @dataclass(frozen=True)
 class Action:
-    """What an autoscaler wants: a replica count and a max batch (``None`` keeps it)."""
+    """What an autoscaler wants: a replica count and a max batch (``None`` keeps it), and why."""
 
     replicas: int
     max_batch: int | None = None
+    #: The explanation, a sentence.
     reason: str = ""
+    #: A short code for the reason (tailguard's ``Reason``), when the policy has one.
+    reason_code: str = ""
+    #: The size the load asked for before the policy's limits, when it says.
+    recommended: int | None = None
+    #: Requests per second one replica is taken to sustain, when the policy models it.
+    capacity_per_replica: float | None = None
+    #: Limits that changed the recommendation.
+    limits: tuple[str, ...] = ()
+    #: New pods are Ready at once (the oracle's schedule, which has no cold start).
+    instant: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,10 +86,16 @@ class FleetConfig:
     max_num_batched_tokens: int | None = None
     seed: int = 0
     #: Seconds the initial replicas serve the trace's lead-in (``Trace.lead_in``) before it
-    #: begins, scraped by Prometheus but uncounted and with no autoscaler acting: the run then
-    #: starts as a policy does after a restart, on warm engines with a full rate window.
-    #: 0 starts on empty engines and an empty Prometheus, a jump from no load at all.
+    #: begins, scraped by Prometheus and uncounted; the autoscaler is called throughout and
+    #: observes, but what it asks for is not applied. The run then starts as a policy does after
+    #: a restart with its state kept, on warm engines with a full rate window. 0 starts on
+    #: empty engines and an empty Prometheus, a jump from no load at all.
     warmup_s: float = 0.0
+    #: Replicas that serve the lead-in, per ``lead_in_window_s`` from its start, Ready at once
+    #: (the lower bound's schedule of the lead-in), so a lead-in whose load moves is served as
+    #: the trace's own start would be; empty keeps ``initial_replicas`` throughout.
+    lead_in_schedule: tuple[int, ...] = ()
+    lead_in_window_s: float = 60.0
 
 
 class FleetView:
@@ -136,7 +153,8 @@ class TimelineRow:
     draining: int
     gpus: int
     max_batch: int
-    reason: str
+    #: The last decision before this scrape.
+    action: Action | None = None
 
 
 @dataclass
@@ -157,7 +175,7 @@ class RunResult:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-_SCRAPE, _TICK, _READY, _GONE = 0, 1, 2, 3
+_SCRAPE, _TICK, _READY, _GONE, _LEAD = 0, 1, 2, 3, 4
 
 
 class Fleet:
@@ -257,7 +275,8 @@ class Fleet:
 
     def _account(self, pod: Pod, end: float) -> None:
         if pod.gpu_since is not None:
-            held = max(0.0, end - pod.gpu_since)
+            # GPU time counts from the trace's start, not the lead-in's.
+            held = max(0.0, end - max(0.0, pod.gpu_since))
             self.gpu_seconds += held * self.profile.gpus
             self.replica_seconds += held
 
@@ -266,13 +285,20 @@ class Fleet:
     def apply(self, now: float, action: Action) -> None:
         replicas = max(0, int(action.replicas))
         if replicas != self.desired:
-            self.scale_events.append((now, self.desired, replicas))
+            if now >= 0.0:  # the lead-in's own resizes are not the policy's
+                self.scale_events.append((now, self.desired, replicas))
             self.desired = replicas
         if action.max_batch is not None and action.max_batch != self.max_batch:
             self.max_batch_changes.append((now, self.max_batch, action.max_batch))
             self.max_batch = action.max_batch
             self.version += 1
+        before = {p.name for p in self.pods}
         self.reconcile(now)
+        if action.instant:
+            for pod in self.pods:
+                if pod.name not in before and pod.phase is PodPhase.STARTING:
+                    pod.ready_at = now
+                    self._make_ready(pod, now)
 
     def reconcile(self, now: float) -> None:
         active = self.active_pods()
@@ -315,7 +341,38 @@ class Fleet:
 
     # -- events ------------------------------------------------------------------------------
 
+    def start_serving(self, count: int, at: float, *, gpu_from: float) -> None:
+        """``count`` pods Ready at ``at`` (the fleet a run starts with), holding GPUs from ``gpu_from``."""
+        for _ in range(count):
+            pod = self._new_pod(at)
+            self._start(pod, at, instant=True)
+            pod.gpu_since = gpu_from
+
+    def schedule_scrape(self, at: float) -> None:
+        self.push(at, _SCRAPE)
+
+    def schedule_tick(self, at: float) -> None:
+        self.push(at, _TICK)
+
+    def schedule_lead_in(self, begin: float) -> None:
+        """Resize to each window of ``config.lead_in_schedule`` at its start, before time zero."""
+        window = self.config.lead_in_window_s
+        for k in range(1, len(self.config.lead_in_schedule)):
+            at = begin + k * window
+            if at < 0.0:
+                self.push(at, _LEAD, str(k))
+
+    def due(self, until: float) -> Iterator[tuple[float, int, str]]:
+        """Pop the events at or before ``until`` in time order (events they schedule included)."""
+        events = self._events
+        while events and events[0][0] <= until:
+            at, _, kind, name = heapq.heappop(events)
+            yield at, kind, name
+
     def handle(self, at: float, kind: int, name: str) -> None:
+        if kind == _LEAD:
+            self.apply(at, Action(self.config.lead_in_schedule[int(name)], instant=True))
+            return
         pod = next((p for p in self.pods if p.name == name), None)
         if pod is None:
             return
@@ -336,111 +393,32 @@ class Fleet:
             snaps.append((pod.name, engine.snapshot()))
         self.prometheus.scrape(now, snaps)
 
-    def close(self, end: float) -> None:
-        """Stop the clock at ``end``: count the GPU time of pods still holding one."""
+    def row(self, at: float, action: Action | None) -> TimelineRow:
+        """The Deployment's status at ``at`` for the timeline."""
+        counts = {phase: 0 for phase in PodPhase}
         for pod in self.pods:
-            if pod.phase in (PodPhase.STARTING, PodPhase.READY, PodPhase.DRAINING):
-                self._account(pod, end)
-            elif pod.phase is PodPhase.GONE and pod.gone_at is not None and pod.gone_at > end:
-                pass
+            counts[pod.phase] += 1
+        return TimelineRow(
+            at,
+            self.desired,
+            len(self.ready),
+            counts[PodPhase.STARTING],
+            counts[PodPhase.PENDING],
+            counts[PodPhase.DRAINING],
+            self.gpus_in_use(),
+            self.max_batch,
+            action,
+        )
 
+    # -- the Service ---------------------------------------------------------------------------
 
-def simulate(
-    trace: Trace,
-    autoscaler: Autoscaler,
-    config: FleetConfig,
-    *,
-    schedule: Callable[[float], int] | None = None,
-    progress: Callable[[float], None] | None = None,
-) -> RunResult:
-    """Run ``trace`` through a fleet steered by ``autoscaler``.
-
-    ``schedule`` (used by the oracle) replaces the Deployment's cold start: pods it asks for are
-    Ready at once. GPU time is counted from the first arrival to the last. With
-    ``config.warmup_s`` the initial replicas first serve the trace's lead-in (uncounted).
-    """
-    n = len(trace)
-    ttft = np.full(n, np.nan)
-    tpot = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-
-    def done(rid: int, first: float, per_token: float, end: float) -> None:
-        if rid >= n:  # a lead-in request: it warms the engines and is not counted
-            return
-        ttft[rid] = first
-        tpot[rid] = per_token
-        finish[rid] = end
-
-    fleet = Fleet(config, done)
-    lead = trace.lead_in(config.warmup_s) if config.warmup_s > 0 else None
-    begin = -config.warmup_s if lead is not None else 0.0
-    for _ in range(config.initial_replicas):
-        pod = fleet._new_pod(begin)
-        fleet._start(pod, begin, instant=True)
-        pod.gpu_since = 0.0  # GPU time counts from the trace's start, not the lead-in's
-    end = trace.duration_s
-    fleet.push(begin, _SCRAPE)
-    # The first decision comes once a rate window can hold two scrapes (at once after a lead-in).
-    first_tick = 0.0 if lead is not None else 2.0 * config.scrape_interval_s
-    fleet.push(first_tick + 1e-6, _TICK)
-    timeline: list[TimelineRow] = []
-    last_reason = ""
-    arrivals = trace.arrival_s
-    inputs = trace.input_tokens
-    outputs = trace.output_tokens
-    pick = fleet.rng.random(n)
-    least = config.router == "least"
-    view = FleetView(fleet)
-    events = fleet._events
-    next_progress = 0.0
-
-    def process(at: float, kind: int, name: str) -> None:
-        nonlocal last_reason
-        if kind == _SCRAPE:
-            fleet.scrape(at)
-            if at >= 0.0:
-                timeline.append(
-                    TimelineRow(
-                        at,
-                        fleet.desired,
-                        len(fleet.ready),
-                        view.count(PodPhase.STARTING),
-                        view.count(PodPhase.PENDING),
-                        sum(1 for p in fleet.pods if p.phase is PodPhase.DRAINING),
-                        fleet.gpus_in_use(),
-                        fleet.max_batch,
-                        last_reason,
-                    )
-                )
-            if at + config.scrape_interval_s <= end:
-                fleet.push(at + config.scrape_interval_s, _SCRAPE)
-        elif kind == _TICK:
-            if schedule is not None:
-                action = Action(schedule(at))
-                before = {p.name for p in fleet.pods}
-                fleet.apply(at, action)
-                for pod in fleet.pods:
-                    if pod.name not in before and pod.phase is PodPhase.STARTING:
-                        pod.ready_at = at
-                        fleet._make_ready(pod, at)
-            else:
-                action = autoscaler.step(at, view)
-                last_reason = action.reason
-                fleet.apply(at, action)
-            if at + autoscaler.interval_s <= end:
-                fleet.push(at + autoscaler.interval_s, _TICK)
-        else:
-            fleet.handle(at, kind, name)
-
-    def route(rid: int, t: float, prompt: int, output: int, draw: float) -> None:
-        while events and events[0][0] <= t:
-            at, _, kind, name = heapq.heappop(events)
-            process(at, kind, name)
-        ready = fleet.ready
+    def route(self, rid: int, t: float, prompt: int, output: int, draw: float) -> bool:
+        """Send a request to a Ready pod (``draw`` in [0, 1) picks one at random); ``False`` when
+        no pod is Ready."""
+        ready = self.ready
         if not ready:
-            done(rid, math.inf, math.inf, t)
-            return
-        if least:
+            return False
+        if self.config.router == "least":
             best = None
             best_load = 0
             for pod in ready:
@@ -458,7 +436,90 @@ def simulate(
         assert engine is not None
         engine.advance_to(t)
         engine.add_request(rid, t, prompt, output)
+        return True
 
+    def close(self, end: float) -> None:
+        """Stop the clock at ``end``: count the GPU time of pods still holding one."""
+        for pod in self.pods:
+            if pod.phase in (PodPhase.STARTING, PodPhase.READY, PodPhase.DRAINING):
+                self._account(pod, end)
+
+    def finish(self, limit: float) -> None:
+        """Let every engine finish what it holds, up to ``limit``; abort the rest."""
+        for pod in self.pods:
+            if pod.engine is not None and not pod.engine.idle:
+                pod.engine.run_until_idle(limit=limit)
+                pod.engine.abort_all()
+
+
+def simulate(
+    trace: Trace,
+    autoscaler: Autoscaler,
+    config: FleetConfig,
+    *,
+    progress: Callable[[float], None] | None = None,
+) -> RunResult:
+    """Run ``trace`` through a fleet steered by ``autoscaler``.
+
+    GPU time is counted from the first arrival to the last. With ``config.warmup_s`` the initial
+    replicas first serve the trace's lead-in (uncounted).
+    """
+    n = len(trace)
+    ttft = np.full(n, np.nan)
+    tpot = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+
+    def done(rid: int, first: float, per_token: float, end: float) -> None:
+        if rid >= n:  # a lead-in request: it warms the engines and is not counted
+            return
+        ttft[rid] = first
+        tpot[rid] = per_token
+        finish[rid] = end
+
+    fleet = Fleet(config, done)
+    lead = trace.lead_in(config.warmup_s) if config.warmup_s > 0 else None
+    begin = -config.warmup_s if lead is not None else 0.0
+    # GPU time counts from the trace's start, not the lead-in's.
+    lead_schedule = config.lead_in_schedule if lead is not None else ()
+    fleet.start_serving(lead_schedule[0] if lead_schedule else config.initial_replicas, begin, gpu_from=0.0)
+    if lead_schedule:
+        fleet.schedule_lead_in(begin)
+    end = trace.duration_s
+    fleet.schedule_scrape(begin)
+    # With a lead-in every policy is called from its start, and observes: what it asks for is not
+    # applied before time zero (its learned state is kept, as after a restart with its state).
+    # Without one, the first decision comes once a rate window can hold two scrapes.
+    first_tick = begin if lead is not None else 2.0 * config.scrape_interval_s
+    fleet.schedule_tick(first_tick + 1e-6)
+    timeline: list[TimelineRow] = []
+    last: Action | None = None
+
+    def process(at: float, kind: int, name: str) -> None:
+        nonlocal last
+        if kind == _SCRAPE:
+            fleet.scrape(at)
+            if at >= 0.0:
+                timeline.append(fleet.row(at, last))
+            if at + config.scrape_interval_s <= end:
+                fleet.schedule_scrape(at + config.scrape_interval_s)
+        elif kind == _TICK:
+            last = autoscaler.step(at, FleetView(fleet))
+            if at >= 0.0:
+                fleet.apply(at, last)
+            if at + autoscaler.interval_s <= end:
+                fleet.schedule_tick(at + autoscaler.interval_s)
+        else:
+            fleet.handle(at, kind, name)
+
+    def route(rid: int, t: float, prompt: int, output: int, draw: float) -> None:
+        for event in fleet.due(t):
+            process(*event)
+        if not fleet.route(rid, t, prompt, output, draw):
+            done(rid, math.inf, math.inf, t)
+
+    # The router's draws for the trace come first, then the lead-in's (a fixed order keeps runs
+    # reproducible from the seed).
+    pick = fleet.rng.random(n)
     if lead is not None:
         lead_pick = fleet.rng.random(len(lead))
         for j in range(len(lead)):
@@ -469,21 +530,21 @@ def simulate(
                 int(lead.output_tokens[j]),
                 float(lead_pick[j]),
             )
+    arrivals = trace.arrival_s
+    inputs = trace.input_tokens
+    outputs = trace.output_tokens
+    next_progress = 0.0
     for i in range(n):
         t = float(arrivals[i])
         if progress is not None and t >= next_progress:
             progress(t / end if end > 0 else 1.0)
             next_progress = t + end / 200.0
         route(i, t, int(inputs[i]), int(outputs[i]), float(pick[i]))
-    while events and events[0][0] <= end:
-        at, _, kind, name = heapq.heappop(events)
-        process(at, kind, name)
+    for event in fleet.due(end):
+        process(*event)
     fleet.close(end)
     # Let every engine finish what it holds (counted in latency, not in GPU time).
-    for pod in fleet.pods:
-        if pod.engine is not None and not pod.engine.idle:
-            pod.engine.run_until_idle(limit=end + 3600.0)
-            pod.engine.abort_all()
+    fleet.finish(end + 3600.0)
     if progress is not None:
         progress(1.0)
     return RunResult(

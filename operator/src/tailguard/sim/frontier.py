@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from tailguard.sim.autoscalers import Tailguard
 from tailguard.sim.fleet import Action, FleetView, simulate
+from tailguard.sim.policies.tailguard import Tailguard
 from tailguard.sim.report import PolicySummary, summarise
 from tailguard.sim.runner import Scenario, build
 from tailguard.sim.synthetic import RateFn

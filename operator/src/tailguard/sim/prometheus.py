@@ -17,12 +17,11 @@ Simplification (documented in docs/simulator.md): a pod's series ends when it st
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from tailguard.contract.histogram import fraction_at_or_below, histogram_quantile
+from tailguard.contract.slo import slo_figures
 from tailguard.policy import Observation
 from tailguard.sim.engine import EngineSnapshot
 
@@ -157,14 +156,12 @@ class ModelledPrometheus:
     ) -> Observation:
         """The metric half of tailguard's :class:`Observation` (the Deployment half is added by
         the fleet), computed as ``tailguard.metrics`` computes it from real Prometheus."""
-        ttft = self.histogram_rate(now, window_s, lambda s: s.ttft)
-        tpot = self.histogram_rate(now, window_s, lambda s: s.tpot)
-        ttft_within = _finite(fraction_at_or_below(ttft_slo_s, ttft)) if ttft else None
-        tpot_within = _finite(fraction_at_or_below(tpot_slo_s, tpot)) if tpot and tpot_slo_s else None
-        goodput: float | None = ttft_within
-        if tpot_slo_s is not None:
-            both = ttft_within is not None and tpot_within is not None
-            goodput = max(0.0, (ttft_within or 0.0) + (tpot_within or 0.0) - 1.0) if both else None
+        figures = slo_figures(
+            self.histogram_rate(now, window_s, lambda s: s.ttft),
+            self.histogram_rate(now, window_s, lambda s: s.tpot),
+            ttft_slo_s=ttft_slo_s,
+            tpot_slo_s=tpot_slo_s,
+        )
         itl_sum = self.counter_rate(now, window_s, lambda s: s.itl_sum)
         itl_count = self.counter_rate(now, window_s, lambda s: float(s.itl[-1][1]))
         itl_mean = itl_sum / itl_count if itl_sum is not None and itl_count else None
@@ -172,12 +169,12 @@ class ModelledPrometheus:
         newest = max((s.time for s in latest.values()), default=None)
         return Observation(
             sample_time=newest,
-            p99_ttft_s=_finite(histogram_quantile(0.99, ttft)) if ttft else None,
-            p99_tpot_s=_finite(histogram_quantile(0.99, tpot)) if tpot else None,
+            p99_ttft_s=figures.p99_ttft_s,
+            p99_tpot_s=figures.p99_tpot_s,
             itl_mean_s=itl_mean,
-            ttft_within_slo=ttft_within,
-            tpot_within_slo=tpot_within,
-            goodput=goodput,
+            ttft_within_slo=figures.ttft_within_slo,
+            tpot_within_slo=figures.tpot_within_slo,
+            goodput=figures.goodput,
             request_rate=self.counter_rate(now, window_s, lambda s: s.requests_finished),
             prompt_token_rate=self.counter_rate(now, window_s, lambda s: s.prompt_tokens),
             generation_token_rate=self.counter_rate(now, window_s, lambda s: s.generation_tokens),
@@ -220,10 +217,6 @@ class _Window:
         if to_end >= threshold:
             to_end = average / 2.0
         return increase * (sampled + to_start + to_end) / sampled / (self.end - self.start)
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def _at(snap: EngineSnapshot, now: float) -> EngineSnapshot:

@@ -164,6 +164,10 @@ TIMELINE_COLUMNS = (
     "max_batch",
     "ttft_p99_s",
     "attainment",
+    "recommended",
+    "capacity_per_replica",
+    "limits",
+    "reason_code",
     "reason",
 )
 
@@ -176,6 +180,7 @@ def write_timeline(path: Path, runs: Sequence[RunResult], slo: SloTarget, *, spa
         for run in runs:
             for row in run.timeline:
                 rate, p99, att = _truth(run, slo, row.time, span_s)
+                action = row.action
                 writer.writerow(
                     (
                         run.policy,
@@ -190,7 +195,13 @@ def write_timeline(path: Path, runs: Sequence[RunResult], slo: SloTarget, *, spa
                         row.max_batch,
                         "" if math.isnan(p99) else f"{p99:.4f}",
                         "" if math.isnan(att) else f"{att:.4f}",
-                        row.reason,
+                        "" if action is None or action.recommended is None else action.recommended,
+                        ""
+                        if action is None or action.capacity_per_replica is None
+                        else f"{action.capacity_per_replica:.3f}",
+                        "" if action is None else " ".join(action.limits),
+                        "" if action is None else action.reason_code,
+                        "" if action is None else action.reason,
                     )
                 )
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from tailguard.policy import PolicyConfig, ScheduleWindow
-from tailguard.sim.autoscalers import Dynamo, Hpa, Keda, Kpa, Schedule, Slo, Static, Tailguard, Wva
+from tailguard.sim import policies as registry
 from tailguard.sim.fleet import Autoscaler, FleetConfig, RunResult, simulate
-from tailguard.sim.options import POLICIES as POLICIES
 from tailguard.sim.oracle import SloTarget, lower_bound
+from tailguard.sim.policies import BuildContext, Settings, Slo
+from tailguard.sim.policies.hindsight import Fixed
 from tailguard.sim.profiles import EngineProfile
 from tailguard.sim.report import PolicySummary, summarise
 from tailguard.sim.trace import Trace
@@ -36,13 +39,21 @@ class Scenario:
     seed: int = 0
     #: Seconds of the trace's lead-in served before it starts (see ``FleetConfig.warmup_s``).
     warmup_s: float = 0.0
+    #: Per policy, settings that differ from its defaults (``{"hpa": {"target": 8.0}}``).
+    settings: Mapping[str, Settings] = field(default_factory=dict)
+    #: The lower bound's schedule of the lead-in (``run`` fills it): the fleet that serves it.
+    lead_in_schedule: tuple[int, ...] = ()
     #: Declared schedule windows for tailguard, read against ``clock_origin_s`` (the UNIX time
     #: of the trace's start).
     schedules: tuple[ScheduleWindow, ...] = ()
     clock_origin_s: float = 0.0
 
-    def fleet(self, initial_replicas: int) -> FleetConfig:
+    def fleet(self, initial_replicas: int, *, follow_lead_in: bool = True) -> FleetConfig:
+        """The fleet every policy runs on; ``follow_lead_in=False`` holds ``initial_replicas``
+        through the lead-in too (a fixed fleet)."""
         return FleetConfig(
+            lead_in_schedule=self.lead_in_schedule if follow_lead_in else (),
+            lead_in_window_s=self.oracle_window_s,
             profile=self.profile,
             cold_start_s=self.cold_start_s,
             router=self.router,
@@ -70,6 +81,16 @@ class Scenario:
         )
 
 
+@dataclass(frozen=True)
+class FlatFleet:
+    """The hindsight flat fleet: the fewest fixed replicas whose run reaches the goodput target
+    (``replicas`` is ``None`` when even ``max_replicas`` does not), and every count tried."""
+
+    replicas: int | None
+    #: ``(replicas, attainment, GPU-hours)`` of each run of the search, in the order run.
+    tried: tuple[tuple[int, float, float], ...]
+
+
 @dataclass
 class ScenarioResult:
     scenario: Scenario
@@ -78,9 +99,11 @@ class ScenarioResult:
     runs: list[RunResult] = field(default_factory=list)
     summaries: list[PolicySummary] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    flat: FlatFleet | None = None
 
 
-def build(name: str, scenario: Scenario, bound: list[int]) -> Autoscaler:
+def context(scenario: Scenario, bound: Sequence[int], flat: FlatFleet | None = None) -> BuildContext:
+    """What the registry builds a policy of this scenario from."""
     slo = Slo(
         scenario.slo.ttft_s,
         scenario.slo.tpot_s,
@@ -88,23 +111,70 @@ def build(name: str, scenario: Scenario, bound: list[int]) -> Autoscaler:
         scenario.min_replicas,
         scenario.max_replicas,
     )
-    if name == "tailguard":
-        return Tailguard(scenario.policy_config(), clock_origin_s=scenario.clock_origin_s)
-    if name == "hpa":
-        return Hpa(slo)
-    if name == "keda":
-        return Keda(slo)
-    if name == "kpa":
-        return Kpa(slo)
-    if name == "wva":
-        return Wva(slo)
-    if name == "dynamo":
-        return Dynamo(slo)
-    if name == "static":
-        return Static(max(bound))
-    if name == "oracle":
-        return Schedule(scenario.oracle_window_s, bound)
-    raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+    return BuildContext(
+        slo=slo,
+        policy_config=scenario.policy_config(),
+        bound=list(bound),
+        oracle_window_s=scenario.oracle_window_s,
+        flat_replicas=flat.replicas if flat is not None and flat.replicas is not None else None,
+        profiled_rate=profiled_rate(scenario, bound),
+        clock_origin_s=scenario.clock_origin_s,
+    )
+
+
+def profiled_rate(scenario: Scenario, bound: Sequence[int]) -> float | None:
+    """Requests per second one replica served in the lower bound's schedule: the 90th percentile
+    over its windows (the throughput at the SLO a pre-deployment profile would report)."""
+    window = scenario.oracle_window_s
+    counts = scenario.trace.arrival_rate(window) * window
+    per = [c / (window * n) for c, n in zip(counts, bound, strict=False) if n > 0 and c > 0]
+    return float(np.percentile(per, 90)) if per else None
+
+
+def build(name: str, scenario: Scenario, bound: Sequence[int], flat: FlatFleet | None = None) -> Autoscaler:
+    """The policy ``name`` of the registry with the scenario's settings for it."""
+    return registry.build(name, context(scenario, bound, flat), scenario.settings.get(name))
+
+
+def flat_fleet(
+    scenario: Scenario, bound: Sequence[int], *, log: Callable[[str], None] | None = None
+) -> tuple[FlatFleet, RunResult | None]:
+    """Search the fewest fixed replicas that reach the goodput target on the whole trace, each
+    count a full run of a fixed fleet (lead-in included). Attainment grows with the count, so a
+    bisection between ``min_replicas`` and ``max_replicas`` finds it; the run of the answer is
+    returned with it (``None`` when no count within the bounds reaches the target)."""
+    runs: dict[int, RunResult] = {}
+    tried: list[tuple[int, float, float]] = []
+
+    def attainment(n: int) -> float:
+        run = simulate(scenario.trace, Fixed("flat", n), scenario.fleet(n, follow_lead_in=False))
+        runs[n] = run
+        summary = summarise(run, scenario.slo)
+        tried.append((n, summary.attainment, summary.gpu_hours))
+        if log is not None:
+            log(f"flat fleet {n}: attainment {summary.attainment:.4f}")
+        return summary.attainment
+
+    goal = scenario.slo.goodput
+    lo, hi = scenario.min_replicas, scenario.max_replicas
+    # Start from the lower bound's peak, which usually reaches the target, to narrow the range.
+    guess = min(hi, max(lo, max(bound) if bound else lo))
+    if attainment(guess) >= goal:
+        hi = guess
+    elif guess == hi:
+        return FlatFleet(None, tuple(tried)), None
+    else:
+        lo = guess + 1
+        if attainment(hi) < goal:
+            return FlatFleet(None, tuple(tried)), None
+    # Invariant: hi reaches the target; every count below lo was seen to miss it.
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if attainment(mid) >= goal:
+            hi = mid
+        else:
+            lo = mid + 1
+    return FlatFleet(hi, tuple(tried)), runs[hi]
 
 
 class Progress:
@@ -129,19 +199,44 @@ class Progress:
         sys.stderr.flush()
 
 
+def with_lead_in_schedule(scenario: Scenario) -> Scenario:
+    """The scenario with the lower bound's schedule of its lead-in, which serves the lead-in: a
+    fleet that follows the lead-in's load, so a long lead-in whose load moves (an hour of a
+    diurnal load) leaves no queue a fleet of the start's size would build."""
+    if scenario.warmup_s <= 0 or scenario.lead_in_schedule:
+        return scenario
+    lead = scenario.trace.lead_in(scenario.warmup_s)
+    if len(lead) < 2:
+        return scenario
+    shifted = Trace(lead.name, lead.arrival_s + scenario.warmup_s, lead.input_tokens, lead.output_tokens)
+    schedule = lower_bound(
+        shifted,
+        scenario.fleet(scenario.min_replicas),
+        scenario.slo,
+        window_s=scenario.oracle_window_s,
+        min_replicas=scenario.min_replicas,
+        max_replicas=scenario.max_replicas,
+    )
+    return replace(scenario, lead_in_schedule=tuple(schedule))
+
+
 def run(
     scenario: Scenario,
-    policies: Sequence[str] = POLICIES,
+    policies: Sequence[str] = registry.DEFAULT_POLICIES,
     *,
     progress: bool | None = None,
     log: Callable[[str], None] | None = None,
+    with_flat: bool = False,
 ) -> ScenarioResult:
-    """The lower bound, then every policy in ``policies`` on the same trace and fleet."""
+    """The lower bound, then every policy in ``policies`` on the same trace and fleet.
+
+    With ``with_flat`` (or ``"flat"`` among the policies) the hindsight flat fleet is searched
+    first (``result.flat``)."""
     show = sys.stderr.isatty() if progress is None else progress
     for name in policies:
-        if name not in POLICIES:
-            raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+        registry.get(name)
     started = time.perf_counter()
+    scenario = with_lead_in_schedule(scenario)
     bound = lower_bound(
         scenario.trace,
         scenario.fleet(scenario.min_replicas),
@@ -159,16 +254,22 @@ def run(
     bound_hours = sum(n * h for n, h in zip(bound, window_hours, strict=True)) * scenario.profile.gpus
     result = ScenarioResult(scenario, bound, bound_hours)
     result.seconds["lower_bound"] = time.perf_counter() - started
-    for name in policies:
-        scaler = build(name, scenario, bound)
+    flat_run: RunResult | None = None
+    if "flat" in policies or with_flat:
         started = time.perf_counter()
-        run_result = simulate(
-            scenario.trace,
-            scaler,
-            scenario.fleet(bound[0]),
-            schedule=scaler if isinstance(scaler, Schedule) else None,
-            progress=Progress(name, enabled=show),
-        )
+        result.flat, flat_run = flat_fleet(scenario, bound, log=log)
+        result.seconds["flat_search"] = time.perf_counter() - started
+    for name in policies:
+        if name == "flat" and result.flat is not None and result.flat.replicas is None:
+            continue  # no fixed fleet within the bounds reaches the target
+        scaler = build(name, scenario, bound, result.flat)
+        started = time.perf_counter()
+        if name == "flat" and flat_run is not None:
+            run_result = flat_run  # the search's own run of that count
+        else:
+            run_result = simulate(
+                scenario.trace, scaler, scenario.fleet(bound[0]), progress=Progress(name, enabled=show)
+            )
         result.seconds[name] = time.perf_counter() - started
         result.runs.append(run_result)
         result.summaries.append(summarise(run_result, scenario.slo))

@@ -16,7 +16,7 @@ import csv
 import json
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -33,12 +33,18 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True)
 class Trace:
-    """Requests sorted by arrival; arrays of equal length."""
+    """Requests sorted by arrival; arrays of equal length.
+
+    ``before`` holds requests of the same process that arrived before the trace (at negative
+    times): a synthetic trace drawn with a lead-in, or the part of a file before a ``window``.
+    ``lead_in`` serves them first; without them it replays the trace's own start.
+    """
 
     name: str
     arrival_s: FloatArray
     input_tokens: IntArray
     output_tokens: IntArray
+    before: Trace | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -78,23 +84,55 @@ class Trace:
         """Time compressed by ``k``: the same requests at ``k`` times the rate."""
         if not k > 0 or not math.isfinite(k):
             raise TraceError(f"rate scale must be a positive number, got {k}")
-        return Trace(f"{self.name}×{k:g}", self.arrival_s / k, self.input_tokens, self.output_tokens)
+        before = self.before.scaled(k) if self.before is not None else None
+        return Trace(f"{self.name}×{k:g}", self.arrival_s / k, self.input_tokens, self.output_tokens, before)
+
+    def _joined(self) -> Trace:
+        """The requests before the trace and the trace's own, on one clock."""
+        if self.before is None or not len(self.before):
+            return self
+        return Trace(
+            self.name,
+            np.concatenate([self.before.arrival_s, self.arrival_s]),
+            np.concatenate([self.before.input_tokens, self.input_tokens]),
+            np.concatenate([self.before.output_tokens, self.output_tokens]),
+        )
 
     def window(self, start_s: float, end_s: float | None = None) -> Trace:
-        """Requests arriving in ``[start_s, end_s)``, with the clock restarted at ``start_s``."""
+        """Requests arriving in ``[start_s, end_s)``, with the clock restarted at ``start_s``; what
+        arrived before ``start_s`` becomes the slice's ``before``."""
         end = math.inf if end_s is None else end_s
-        mask = (self.arrival_s >= start_s) & (self.arrival_s < end)
+        whole = self._joined()
+        mask = (whole.arrival_s >= start_s) & (whole.arrival_s < end)
+        earlier = whole.arrival_s < start_s
+        before = Trace(
+            f"{self.name} before",
+            whole.arrival_s[earlier] - start_s,
+            whole.input_tokens[earlier],
+            whole.output_tokens[earlier],
+        )
         return Trace(
             f"{self.name}[{start_s:g}:{'' if end_s is None else f'{end_s:g}'}]",
-            self.arrival_s[mask] - start_s,
-            self.input_tokens[mask],
-            self.output_tokens[mask],
+            whole.arrival_s[mask] - start_s,
+            whole.input_tokens[mask],
+            whole.output_tokens[mask],
+            before if len(before) else None,
         )
 
     def lead_in(self, seconds: float) -> Trace:
-        """The first ``seconds`` of the trace again, moved to ``[-seconds, 0)``: load with the
-        trace's own statistics that warms a fleet before the trace begins."""
-        head = self.window(0.0, seconds)
+        """``seconds`` of load at ``[-seconds, 0)`` that warms a fleet before the trace begins: the
+        requests of the same process that came before it (``before``) when it has them for the
+        whole span, otherwise the trace's first ``seconds`` played again."""
+        before = self.before
+        if before is not None and len(before) and float(before.arrival_s[0]) <= -seconds + 60.0:
+            keep = before.arrival_s >= -seconds
+            return Trace(
+                f"{self.name} lead-in",
+                before.arrival_s[keep],
+                before.input_tokens[keep],
+                before.output_tokens[keep],
+            )
+        head = Trace(self.name, self.arrival_s, self.input_tokens, self.output_tokens).window(0.0, seconds)
         return Trace(f"{self.name} lead-in", head.arrival_s - seconds, head.input_tokens, head.output_tokens)
 
     def arrival_rate(self, bin_s: float, end_s: float | None = None) -> FloatArray:
