@@ -10,6 +10,7 @@ import pytest
 
 from tailguard.contract.vllm import TTFT_BUCKETS_S
 from tailguard.k8s.cluster import FakeCluster
+from tailguard.k8s.render import RenderSettings
 from tailguard.metrics.prometheus import FakePrometheus
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError
@@ -85,12 +86,13 @@ class Harness:
             scope=SCOPE,
             telemetry=Telemetry(),
             post_event=lambda ns, name, note: self.events.append((name, note)),
+            render=RenderSettings(),
         )
 
     def add(self, name: str = "chat", *, ready: int = 1, **spec: Any) -> None:
         body = manifest(**spec)
         body["metadata"]["name"] = name
-        result = reconcile(body, self.cluster, now="2026-01-01T00:00:00Z")
+        result = reconcile(body, self.cluster, RenderSettings(), now=NOW - 3600)
         body["status"] = result.status_patch
         deployment = self.cluster.get("apps/v1", "Deployment", "team-a", name)
         assert deployment is not None
@@ -318,7 +320,7 @@ def test_restart_resumes_from_recorded_intent_without_repeating_the_action() -> 
 
 def test_resync_reverts_a_hand_edit_from_the_inventory_without_reads() -> None:
     harness = Harness(FakePrometheus())
-    harness.add(autoscaling={"mode": "Off"})
+    harness.add(autoscaling={"mode": "Manual"})
     deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
     assert deployment is not None
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:latest"
@@ -352,7 +354,7 @@ def test_steady_cycles_write_nothing() -> None:
 
 def test_a_pod_change_reaches_status_at_the_next_tick() -> None:
     harness = Harness(FakePrometheus())
-    harness.add(autoscaling={"mode": "Off"}, ready=0)
+    harness.add(autoscaling={"mode": "Manual"}, ready=0)
     harness.run(NOW)
     harness.inventory.put_pod(_ready_pod("chat-0"))
     deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
@@ -365,11 +367,12 @@ def test_a_pod_change_reaches_status_at_the_next_tick() -> None:
 
 def test_after_a_breach_scale_down_waits_for_the_declared_window_only() -> None:
     from tailguard.api import parse_inference_service
-    from tailguard.reconcile.autoscale import policy_config
+    from tailguard.reconcile.adapt import policy_config
     from tg_testing import manifest
 
     config = policy_config(
-        parse_inference_service(manifest(autoscaling={"scaleDownStabilizationSeconds": 30}))
+        parse_inference_service(manifest(autoscaling={"scaleDownStabilizationSeconds": 30})),
+        rate_window_s=120.0,
     )
     assert config.scale_down_stabilization_s == 30
     assert config.burst_hold_s == 30
@@ -391,3 +394,20 @@ def test_the_policy_reasons_over_the_window_the_rates_are_read_over(monkeypatch:
     harness.add()
     harness.run()
     assert seen == [10.0]
+
+
+def test_the_decision_message_follows_a_material_move_of_the_load() -> None:
+    fake = FakePrometheus(
+        answers(load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1))
+    )
+    harness = Harness(fake)
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.run(NOW)
+    harness.refresh()
+    assert "load 2.0 req/s" in harness.status()["lastDecision"]["message"]
+    fake.answers = answers(load("team-a", "chat", rate=2.1, slow_share=0.0, running=3, waiting=0, pods=1))
+    assert harness.run(NOW + 15).writes == 0, "a wobble of the load is not news"
+    harness.refresh()
+    fake.answers = answers(load("team-a", "chat", rate=10, slow_share=0.0, running=14, waiting=0, pods=1))
+    assert harness.run(NOW + 30).writes == 1
+    assert "load 10.0 req/s" in harness.status()["lastDecision"]["message"]

@@ -107,6 +107,8 @@ class FakeCluster:
         self.objects: dict[tuple[str, str, str, str], Manifest] = {}
         self.applied: list[Manifest] = []
         self.events: list[tuple[str, str, str, str]] = []  # (object name, type, reason, message)
+        #: Every status merge-patch that went through: (namespace, name, patch).
+        self.status_patches: list[tuple[str, str, Manifest]] = []
         self.kinds = kinds if kinds is not None else {("apps/v1", "Deployment"), ("v1", "Service")}
 
     def add(self, obj: Manifest) -> None:
@@ -159,6 +161,7 @@ class FakeCluster:
         if resource_version is not None and current is not None and current != resource_version:
             raise ConflictError(f"{kind} {namespace}/{name} changed since resourceVersion {resource_version}")
         obj["status"] = _merge(obj.get("status") or {}, status)
+        self.status_patches.append((namespace, name, copy.deepcopy(status)))
         obj["metadata"]["resourceVersion"] = str(int(current or 0) + 1)
 
     def patch_metadata(
