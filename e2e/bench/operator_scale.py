@@ -27,7 +27,7 @@ import yaml
 
 from cluster.control_plane import Cluster, free_ports
 from cluster.prometheus import Prometheus
-from tailguard.fleet.model import Fleet
+from tailguard.fleet.model import PodFleet
 from tailguard.fleet.server import FleetServer
 from tailguard.sim.profiles import get_profile
 
@@ -156,7 +156,7 @@ def main() -> int:
     )
 
     work = Path(tempfile.mkdtemp(prefix="tg-bench-"))
-    fleet = Fleet(get_profile("h100-llama3-8b"), seed=1)
+    fleet = PodFleet(get_profile("h100-llama3-8b"), seed=1)
     for i in range(args.services):
         fleet.set_rate(NAMESPACE, f"svc-{i:04d}", 0.2)
     pods = synthetic_pods(args.services)

@@ -22,9 +22,9 @@ from engine import tiny_model
 from engine.exposition import Exposition
 from engine.load import LoadResult, run_load
 from engine.server import VllmServer, running
+from tailguard.metrics.figures import MetricsReading, read_metrics
 from tailguard.metrics.prometheus import HttpPrometheus, PrometheusSettings
 from tailguard.metrics.promql import QueryScope
-from tailguard.metrics.signals import MetricsReading, read_metrics
 
 NAMESPACE: Final = "engine-test"
 MODEL: Final = "tiny"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tailguard.metrics.signals import ServiceSignals
+from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.status import conditions_moved, figures_moved, observed_status
 from tailguard.reconcile.timestamps import iso, seconds_since
 
@@ -43,7 +43,7 @@ def test_conditions_move_on_status_reason_or_a_material_figure() -> None:
 
 
 def test_observed_status_rounds_and_stamps() -> None:
-    block = observed_status(ServiceSignals(p99_ttft_s=0.12345, goodput=0.999949, request_rate=2.0), now=0.0)
+    block = observed_status(ServiceFigures(p99_ttft_s=0.12345, goodput=0.999949, request_rate=2.0), now=0.0)
     assert block["time"] == "1970-01-01T00:00:00Z"
     assert (block["p99TtftMs"], block["goodput"], block["requestRate"], block["p99TpotMs"]) == (
         123.5,

@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+#: A Kubernetes object as JSON data (the one definition; every module that handles objects uses it).
 Manifest = dict[str, Any]
 
 

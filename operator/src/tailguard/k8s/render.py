@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from tailguard.api import DEFAULT_VLLM_IMAGE, InferenceService
 from tailguard.api.resource import API_VERSION, KIND
+from tailguard.k8s.cluster import Manifest
 from tailguard.k8s.labels import PROMETHEUS_SERVICE_LABEL, SERVICE_LABEL, common_labels, selector_labels
-
-Manifest = dict[str, Any]
 
 HTTP_PORT: Final = 8000
 PORT_NAME: Final = "http"

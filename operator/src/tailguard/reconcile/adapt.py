@@ -1,5 +1,5 @@
 """The one place reconcile translates for the policy: the spec into a :class:`PolicyConfig`, the
-metric signals and the workload into an :class:`Observation`, milliseconds into seconds."""
+metric figures and the workload into an :class:`Observation`, milliseconds into seconds."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from dataclasses import fields
 
 from tailguard import policy
 from tailguard.api import InferenceService
-from tailguard.metrics.signals import ServiceSignals
+from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.sizing import RunningSize
 from tailguard.reconcile.workload import Workload
 
-#: Figures a :class:`ServiceSignals` and an :class:`Observation` share, copied one to one.
+#: Figures a :class:`ServiceFigures` and an :class:`Observation` share, copied one to one.
 _SHARED_FIGURES = tuple(
     f.name
     for f in fields(policy.Observation)
-    if f.name in {g.name for g in fields(ServiceSignals)} and f.name not in ("sample_time", "reporting_pods")
+    if f.name in {g.name for g in fields(ServiceFigures)} and f.name not in ("sample_time", "reporting_pods")
 )
 
 
@@ -26,7 +26,7 @@ def slo_seconds(isvc: InferenceService) -> tuple[float, float | None]:
 
 
 def policy_config(isvc: InferenceService, *, rate_window_s: float) -> policy.PolicyConfig:
-    """The policy's view of the spec, and of the ``rate()`` window the signals were read over."""
+    """The policy's view of the spec, and of the ``rate()`` window the figures were read over."""
     autoscaling = isvc.spec.autoscaling
     ttft_s, tpot_s = slo_seconds(isvc)
     return policy.PolicyConfig(
@@ -48,7 +48,7 @@ def policy_config(isvc: InferenceService, *, rate_window_s: float) -> policy.Pol
 
 
 def observation(
-    signals: ServiceSignals, workload: Workload, size: RunningSize, *, metrics_ok: bool
+    figures: ServiceFigures, workload: Workload, size: RunningSize, *, metrics_ok: bool
 ) -> policy.Observation:
     """The policy's view of what Prometheus and the Deployment report, with the service at ``size``.
 
@@ -56,9 +56,9 @@ def observation(
     partial picture.
     """
     return policy.Observation(
-        **{name: getattr(signals, name) for name in _SHARED_FIGURES},
-        sample_time=signals.sample_time if metrics_ok else None,
-        reporting_pods=signals.reporting_pods if metrics_ok else None,
+        **{name: getattr(figures, name) for name in _SHARED_FIGURES},
+        sample_time=figures.sample_time if metrics_ok else None,
+        reporting_pods=figures.reporting_pods if metrics_ok else None,
         ready_replicas=workload.ready,
         starting_replicas=workload.starting,
         pending_replicas=workload.pending,

@@ -10,7 +10,7 @@ from typing import Any
 
 from tailguard import policy
 from tailguard.api import AutoscalingMode, InferenceService
-from tailguard.metrics.signals import ServiceSignals
+from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.adapt import observation, policy_config
 from tailguard.reconcile.children import foreign_replica_writers
 from tailguard.reconcile.conditions import (
@@ -37,13 +37,13 @@ class AutoscaleInput:
 
     isvc: InferenceService
     workload: Workload
-    signals: ServiceSignals
+    figures: ServiceFigures
     deployment: dict[str, Any] | None
     #: The policy's state from the last step, or None when nothing was recorded (cautious start).
     state: policy.PolicyState | None
     now: float
     metrics_ok: bool
-    #: The ``rate()`` window of the queries behind ``signals``, in seconds.
+    #: The ``rate()`` window of the queries behind ``figures``, in seconds.
     rate_window_s: float
     #: The conditions in status as they stand (camelCase dicts, as read).
     conditions: list[dict[str, Any]]
@@ -72,7 +72,7 @@ class AutoscaleResult:
 
 def is_fresh(inp: AutoscaleInput, config: policy.PolicyConfig) -> bool:
     """Every query answered and the newest sample young enough to act on."""
-    sample = inp.signals.sample_time
+    sample = inp.figures.sample_time
     return inp.metrics_ok and sample is not None and inp.now - sample <= config.max_metric_age_s
 
 
@@ -136,7 +136,7 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     status = isvc.status
     current = running_size(isvc)  # DryRun and Manual: where the spec puts the service
     config = policy_config(isvc, rate_window_s=inp.rate_window_s)
-    obs = observation(inp.signals, inp.workload, current, metrics_ok=inp.metrics_ok)
+    obs = observation(inp.figures, inp.workload, current, metrics_ok=inp.metrics_ok)
     decision, new_state = policy.decide(config, inp.state or policy.PolicyState(), obs, inp.now)
 
     writers = foreign_replica_writers(inp.deployment)
@@ -169,7 +169,7 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     reason_moved = figures_moved(last.message if last else None, decision.reason)
     if summary != previous or observed_due or act or reason_moved:
         patch["lastDecision"] = _last_decision(decision, applied=act, now=inp.now)
-        patch["observed"] = observed_status(inp.signals, now=inp.now)
+        patch["observed"] = observed_status(inp.figures, now=inp.now)
         advice_changed = previous is None or (previous[0], previous[1]) != summary[:2]
         if (
             mode is AutoscalingMode.DRY_RUN
@@ -187,8 +187,8 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
 
     fresh = is_fresh(inp, config)
     updates = [
-        metrics_condition(inp.signals, inp.workload, metrics_ok=inp.metrics_ok, fresh=fresh, now=inp.now),
-        slo_condition(isvc.spec.slo, inp.signals, fresh=fresh),
+        metrics_condition(inp.figures, inp.workload, metrics_ok=inp.metrics_ok, fresh=fresh, now=inp.now),
+        slo_condition(isvc.spec.slo, inp.figures, fresh=fresh),
         limited_condition(decision, writers, mode),
         progressing_condition(inp.workload),
     ]

@@ -8,7 +8,7 @@ from typing import Any
 
 from tailguard import policy
 from tailguard.api import AutoscalingMode, SLOSpec
-from tailguard.metrics.signals import ServiceSignals
+from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.timestamps import iso
 from tailguard.reconcile.workload import Workload
 
@@ -102,13 +102,13 @@ def spec_invalid_condition(message: str) -> ConditionUpdate:
 
 
 def metrics_condition(
-    signals: ServiceSignals, workload: Workload, *, metrics_ok: bool, fresh: bool, now: float
+    figures: ServiceFigures, workload: Workload, *, metrics_ok: bool, fresh: bool, now: float
 ) -> ConditionUpdate:
     """MetricsAvailable: can the autoscaler see the service?"""
     if not metrics_ok:
-        reason = "; ".join(signals.errors) or "query failed"
+        reason = "; ".join(figures.errors) or "query failed"
         return ConditionUpdate("MetricsAvailable", False, "PrometheusUnavailable", reason)
-    if signals.sample_time is None:
+    if figures.sample_time is None:
         if workload.ready == 0:
             return ConditionUpdate(
                 "MetricsAvailable", False, "NoReadyReplicas", "no replica is ready to report"
@@ -117,16 +117,16 @@ def metrics_condition(
             "MetricsAvailable", False, "NoData", "Prometheus has no vLLM series for this service"
         )
     if not fresh:
-        age = now - signals.sample_time
+        age = now - figures.sample_time
         return ConditionUpdate("MetricsAvailable", False, "StaleData", f"newest sample is {age:.0f} s old")
     return ConditionUpdate(
-        "MetricsAvailable", True, "MetricsFresh", f"{signals.reporting_pods} engine(s) reporting"
+        "MetricsAvailable", True, "MetricsFresh", f"{figures.reporting_pods} engine(s) reporting"
     )
 
 
-def slo_condition(slo: SLOSpec, signals: ServiceSignals, *, fresh: bool) -> ConditionUpdate:
+def slo_condition(slo: SLOSpec, figures: ServiceFigures, *, fresh: bool) -> ConditionUpdate:
     """SLOMet: is the goodput target held (and the p99s within their SLOs)?"""
-    s = signals
+    s = figures
     if not fresh:
         return ConditionUpdate("SLOMet", None, "Unknown", "no fresh metrics")
     if s.request_rate is not None and s.request_rate == 0 and not s.running and not s.waiting:

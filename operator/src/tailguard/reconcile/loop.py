@@ -29,10 +29,10 @@ from tailguard.api import (
 from tailguard.k8s.cluster import ClusterAPI, ConflictError, Manifest
 from tailguard.k8s.labels import POLICY_STATE_ANNOTATION
 from tailguard.k8s.render import RenderSettings
+from tailguard.metrics.figures import MetricsReading, figures_for, read_metrics
 from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope, all_queries
 from tailguard.metrics.results import ServiceKey
-from tailguard.metrics.signals import MetricsReading, read_metrics, signals_for
 from tailguard.policy import PolicyState
 from tailguard.reconcile.adapt import slo_seconds
 from tailguard.reconcile.autoscale import AutoscaleInput, AutoscaleResult, autoscale
@@ -271,7 +271,7 @@ class ControlLoop:
         if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL:
             return None
         ttft_slo_s, tpot_slo_s = slo_seconds(isvc)
-        signals = signals_for(metrics, key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+        figures = figures_for(metrics, key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
         workload = observe_workload(view.deployment, list(view.pods.values()))
         state = record.state
         if state is None:
@@ -281,7 +281,7 @@ class ControlLoop:
             AutoscaleInput(
                 isvc=isvc,
                 workload=workload,
-                signals=signals,
+                figures=figures,
                 deployment=view.deployment,
                 state=state,
                 now=now,
@@ -295,7 +295,7 @@ class ControlLoop:
             decision=result.decision,
             applied=result.apply,
             workload=workload,
-            signals=signals,
+            figures=figures,
             config=result.config,
         )
         persist = result.persist_state or now - record.persisted_at >= STATE_PERSIST_INTERVAL_S

@@ -9,7 +9,7 @@ from typing import Any
 
 from tailguard.api import InferenceService
 from tailguard.k8s.labels import selector_string
-from tailguard.metrics.signals import ServiceSignals
+from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.conditions import (
     merge_conditions,
     ready_condition,
@@ -74,18 +74,18 @@ def _round(value: float | None, digits: int) -> float | None:
     return round(value, digits) if value is not None else None
 
 
-def observed_status(signals: ServiceSignals, *, now: float) -> dict[str, Any]:
+def observed_status(figures: ServiceFigures, *, now: float) -> dict[str, Any]:
     """The ``status.observed`` block, rounded so that noise does not cause writes."""
     return {
         "time": iso(now),
-        "p99TtftMs": _round(signals.p99_ttft_s * 1000.0, 1) if signals.p99_ttft_s is not None else None,
-        "p99TpotMs": _round(signals.p99_tpot_s * 1000.0, 1) if signals.p99_tpot_s is not None else None,
-        "goodput": _round(signals.goodput, 4),
-        "requestRate": _round(signals.request_rate, 3),
-        "running": _round(signals.running, 1),
-        "waiting": _round(signals.waiting, 1),
-        "kvCacheUsage": _round(signals.kv_cache_usage, 3),
-        "preemptionRate": _round(signals.preemption_rate, 3),
+        "p99TtftMs": _round(figures.p99_ttft_s * 1000.0, 1) if figures.p99_ttft_s is not None else None,
+        "p99TpotMs": _round(figures.p99_tpot_s * 1000.0, 1) if figures.p99_tpot_s is not None else None,
+        "goodput": _round(figures.goodput, 4),
+        "requestRate": _round(figures.request_rate, 3),
+        "running": _round(figures.running, 1),
+        "waiting": _round(figures.waiting, 1),
+        "kvCacheUsage": _round(figures.kv_cache_usage, 3),
+        "preemptionRate": _round(figures.preemption_rate, 3),
     }
 
 

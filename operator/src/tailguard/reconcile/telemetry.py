@@ -11,7 +11,7 @@ import math
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from tailguard import policy
-from tailguard.metrics.signals import ServiceSignals
+from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.workload import Workload
 
 SERVICE_LABELS = ("namespace", "inference_service")
@@ -89,7 +89,7 @@ class Telemetry:
         decision: policy.Decision,
         applied: bool,
         workload: Workload,
-        signals: ServiceSignals,
+        figures: ServiceFigures,
         config: policy.PolicyConfig,
     ) -> None:
         """Export one step's figures and decision for service ``key`` (namespace, name)."""
@@ -100,11 +100,11 @@ class Telemetry:
             "starting_replicas": workload.starting,
             "pending_replicas": workload.pending,
             "max_num_seqs": decision.max_batch,
-            "p99_ttft": signals.p99_ttft_s,
+            "p99_ttft": figures.p99_ttft_s,
             "slo_ttft": config.ttft_slo_s,
-            "p99_tpot": signals.p99_tpot_s,
+            "p99_tpot": figures.p99_tpot_s,
             "slo_tpot": config.tpot_slo_s,
-            "goodput": signals.goodput,
+            "goodput": figures.goodput,
             "goodput_target": config.goodput_target,
         }
         for attribute, value in values.items():

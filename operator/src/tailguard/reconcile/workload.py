@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from tailguard.k8s.cluster import Manifest
 from tailguard.k8s.render import CONTAINER_NAME
-
-Manifest = dict[str, Any]
 
 #: Container waiting reasons that will not fix themselves, with what they usually mean.
 _STUCK_REASONS = {

@@ -47,7 +47,7 @@ async def read_metrics(source: PrometheusSource, scope: QueryScope, *, at: float
 
 
 @dataclass(frozen=True)
-class ServiceSignals:
+class ServiceFigures:
     """The figures of one service in one reading; ``None`` means not measured (never zero by default)."""
 
     p99_ttft_s: float | None = None
@@ -104,9 +104,9 @@ def joint_goodput(
     return max(0.0, ttft_within + tpot_within - 1.0)
 
 
-def signals_for(
+def figures_for(
     reading: MetricsReading, key: ServiceKey, *, ttft_slo_s: float, tpot_slo_s: float | None
-) -> ServiceSignals:
+) -> ServiceFigures:
     """The figures of service ``key`` against its own SLOs.
 
     p99 is interpolated inside a bucket as ``histogram_quantile`` does; the fraction within an SLO
@@ -117,7 +117,7 @@ def signals_for(
     ttft_within = _finite(fraction_at_or_below(ttft_slo_s, ttft)) if ttft else None
     tpot_within = _finite(fraction_at_or_below(tpot_slo_s, tpot)) if tpot and tpot_slo_s else None
     pods = _value(reading, Signal.REPORTING_PODS, key)
-    return ServiceSignals(
+    return ServiceFigures(
         p99_ttft_s=_finite(histogram_quantile(0.99, ttft)) if ttft else None,
         p99_tpot_s=_finite(histogram_quantile(0.99, tpot)) if tpot else None,
         ttft_within_slo=ttft_within,
