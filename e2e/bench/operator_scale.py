@@ -227,6 +227,7 @@ def main() -> int:
             before, "tailguard_loop_duration_seconds_sum"
         )
         decisions = total(after, "tailguard_decisions_total") - total(before, "tailguard_decisions_total")
+        writes = total(after, "tailguard_api_writes_total") - total(before, "tailguard_api_writes_total")
         rss, peak = rss_mib(operator.pid)
 
         def phase(name: str, part: str) -> float:
@@ -238,12 +239,18 @@ def main() -> int:
             "measured_s": args.measure_s,
             "cycles": cycles,
             "decisions": decisions,
+            # Status, policy-state, Deployment and Event writes of the loop: bounded by the status
+            # refresh (at least once a minute per service) and by figures that move materially.
+            "writes": writes,
+            "writes_per_service_per_minute": round(writes / args.services / (args.measure_s / 60), 3),
             "mean_cycle_s": seconds / cycles if cycles else None,
             "mean_read_s": phase("read", "sum") / cycles if cycles else None,
             "mean_act_s": phase("act", "sum") / cycles if cycles else None,
             # The operator's own CPU (every thread: kopf's watches, the loop, /metrics) per cycle,
             # and its share of one core: what the cycle costs apart from waiting for a core.
             "cpu_per_cycle_s": round(cpu / cycles, 3) if cycles else None,
+            # The same per service and decision interval (15 s): what one service costs.
+            "cpu_per_service_ms": round(cpu / (args.measure_s / 15.0) / args.services * 1000, 3),
             "cpu_cores_used": round(cpu / args.measure_s, 3),
             "machine_load_average": round(load, 2),
             # Over the whole run: a window boundary can fall between a cycle's queries and its end.

@@ -411,3 +411,17 @@ def test_the_decision_message_follows_a_material_move_of_the_load() -> None:
     fake.answers = answers(load("team-a", "chat", rate=10, slow_share=0.0, running=14, waiting=0, pods=1))
     assert harness.run(NOW + 30).writes == 1
     assert "load 10.0 req/s" in harness.status()["lastDecision"]["message"]
+
+
+def test_services_with_the_same_interval_share_one_reading() -> None:
+    fake = FakePrometheus()
+    harness = Harness(fake)
+    harness.add("early")
+    assert harness.run(NOW + 1).decided == 1
+    harness.add("late")
+    assert harness.run(NOW + 6).decided == 1, "a new service decides at once"
+    assert harness.run(NOW + 11).decided == 0
+    reads_before = len(fake.queries)
+    assert harness.run(NOW + 16).decided == 2, "both are on the 15 s grid from now on"
+    assert len(fake.queries) - reads_before == len(Signal), "one reading for both"
+    assert [harness.run(NOW + t).decided for t in (21, 26, 31)] == [0, 0, 2]

@@ -57,3 +57,13 @@ def test_timestamps_round_trip_and_unreadable_ones_are_infinitely_old() -> None:
     assert seconds_since(iso(1_000_000.0), 1_000_030.0) == 30.0
     assert seconds_since("yesterday", 0.0) == float("inf")
     assert seconds_since(None, 0.0) == float("inf")
+
+
+def test_each_service_has_one_turn_per_period_and_turns_spread() -> None:
+    from tailguard.reconcile.timestamps import in_turn
+
+    keys = [("team-a", f"svc-{i}") for i in range(200)]
+    slots = [[now for now in range(0, 60, 15) if in_turn(key, 1_800_000_000.0 + now, 15, 60)] for key in keys]
+    assert all(len(turns) == 1 for turns in slots), "one turn a minute each"
+    per_slot = [sum(1 for turns in slots if turns == [now]) for now in range(0, 60, 15)]
+    assert min(per_slot) >= 30, f"turns spread over the minute: {per_slot}"

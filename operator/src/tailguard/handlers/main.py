@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import pwd
@@ -116,6 +117,19 @@ def _widen_connection_pool(size: int = 32) -> None:
     client.Configuration.set_default(settings)
 
 
+#: The collector's thresholds for the operator process (Python's default: 700, 10, 10).
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def _collect_garbage_less_often() -> None:
+    """Fewer, larger collections: the operator holds every service, Deployment and pod it watches,
+    and each Prometheus reading allocates tens of thousands of short-lived objects; with the
+    default thresholds the cyclic collector kept walking the long-lived heap during readings (about
+    40% of a steady cycle's CPU in-process at 500 services). Objects without cycles are still freed
+    at once by reference counting."""
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def run_operator(settings: OperatorSettings) -> int:
     """Run the operator until interrupted; returns the process exit code."""
     from kubernetes import config
@@ -130,6 +144,7 @@ def run_operator(settings: OperatorSettings) -> int:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     config.load_config()  # type: ignore[no-untyped-call]
     _widen_connection_pool()
+    _collect_garbage_less_often()
     try:
         asyncio.run(run_async(settings))
     except KeyboardInterrupt:

@@ -24,7 +24,7 @@ from tailguard.reconcile.conditions import (
 )
 from tailguard.reconcile.sizing import RunningSize, running_size
 from tailguard.reconcile.status import EventNote, conditions_moved, figures_moved, observed_status
-from tailguard.reconcile.timestamps import iso, seconds_since
+from tailguard.reconcile.timestamps import in_turn, iso, seconds_since
 from tailguard.reconcile.workload import Workload
 
 #: The observed figures, and the decision's message, are rewritten at least this often.
@@ -163,8 +163,13 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     last = status.last_decision
     summary = (decision.replicas, decision.max_batch, str(decision.reason_code), act)
     previous = (last.replicas, last.max_num_seqs, last.reason, last.applied) if last else None
-    observed_due = seconds_since(status.observed.time if status.observed else None, inp.now) >= (
-        OBSERVED_REFRESH_S
+    interval_s = float(isvc.spec.autoscaling.interval_seconds)
+    observed_age = seconds_since(status.observed.time if status.observed else None, inp.now)
+    # Once a minute, in the service's own turn (so that hundreds of services do not all refresh in
+    # one cycle), and not within half a minute of the last write; at once when a turn was missed.
+    observed_due = observed_age >= OBSERVED_REFRESH_S + interval_s or (
+        observed_age >= OBSERVED_REFRESH_S / 2
+        and in_turn((isvc.metadata.namespace, isvc.metadata.name), inp.now, interval_s, OBSERVED_REFRESH_S)
     )
     reason_moved = figures_moved(last.message if last else None, decision.reason)
     if summary != previous or observed_due or act or reason_moved:

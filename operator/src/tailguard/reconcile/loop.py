@@ -41,7 +41,7 @@ from tailguard.reconcile.inventory import Inventory, ServiceView
 from tailguard.reconcile.service import LiveChildren, reconcile, write_status
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
-from tailguard.reconcile.timestamps import Clock
+from tailguard.reconcile.timestamps import Clock, in_turn
 from tailguard.reconcile.workload import observe_workload
 
 log = logging.getLogger(__name__)
@@ -99,11 +99,19 @@ class ServiceRecord:
         return self.isvc
 
     def due(self, isvc: InferenceService | None, now: float) -> bool:
-        """Whether a decision is due: autoscaled (Auto or DryRun), and its interval has passed."""
+        """Whether a decision is due: autoscaled (Auto or DryRun), never decided, or a multiple of its
+        interval (in Unix time) passed since the last decision.
+
+        Decisions fall on one grid, so every service with the same interval is due in the same tick
+        and one Prometheus reading serves them all (rather than one reading per tick for the few
+        services whose own interval ends in it).
+        """
         if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL:
             return False
+        if self.decided_at is None:
+            return True
         interval_s = isvc.spec.autoscaling.interval_seconds
-        return self.decided_at is None or now - self.decided_at >= interval_s - 1e-6
+        return math.floor(now / interval_s) > math.floor(self.decided_at / interval_s)
 
 
 @dataclass(frozen=True)
@@ -199,6 +207,7 @@ class ControlLoop:
             try:
                 written = await running.run_in_executor(self._workers, work)
                 report.writes += written  # not `+= await`: that reads the total before awaiting
+                self.telemetry.writes.inc(written)
             except Exception as exc:  # one service's failure must not stop the others
                 log.exception("control step for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
@@ -298,7 +307,16 @@ class ControlLoop:
             figures=figures,
             config=result.config,
         )
-        persist = result.persist_state or now - record.persisted_at >= STATE_PERSIST_INTERVAL_S
+        interval_s = float(isvc.spec.autoscaling.interval_seconds)
+        since_persisted = now - record.persisted_at
+        persist = (
+            result.persist_state
+            or since_persisted >= STATE_PERSIST_INTERVAL_S + interval_s
+            or (
+                since_persisted >= STATE_PERSIST_INTERVAL_S / 2
+                and in_turn(key, now, interval_s, STATE_PERSIST_INTERVAL_S)
+            )
+        )
         return PendingWrites(key=key, view=view, isvc=isvc, result=result, persist_state=persist)
 
     def _write(self, pending: PendingWrites, now: float) -> int:

@@ -70,6 +70,11 @@ class Telemetry:
             ["signal"],
             registry=r,
         )
+        self.writes = Counter(
+            "tailguard_api_writes",
+            "Writes the control loop made to the API server: status, policy state, Deployments, Events.",
+            registry=r,
+        )
         self.services = Gauge(
             "tailguard_inference_services", "InferenceServices the loop manages.", registry=r
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import zlib
 from collections.abc import Callable
 
 #: Where the operator reads the time from: Unix seconds (``time.time`` in production).
@@ -27,3 +28,15 @@ def seconds_since(timestamp: str | None, now: float) -> float:
     except ValueError:
         return math.inf
     return now - then
+
+
+def in_turn(key: tuple[str, str], now: float, interval_s: float, period_s: float) -> bool:
+    """Whether the decision at ``now`` is service ``key``'s turn in a ``period_s`` period.
+
+    Decisions fall on an ``interval_s`` grid; each service gets one grid slot per period, at a
+    phase fixed by its name. A periodic write (a status refresh, the policy state) made in its
+    turn is spread over the period across services instead of landing on one cycle for all.
+    """
+    slots = max(1, round(period_s / interval_s))
+    phase = zlib.crc32(f"{key[0]}/{key[1]}".encode()) % slots
+    return math.floor(now / interval_s) % slots == phase
