@@ -126,6 +126,9 @@ def main() -> int:
     parser.add_argument(
         "--measure-s", type=float, default=120.0, help="how long to measure once all services are seen"
     )
+    parser.add_argument(
+        "--settle-s", type=float, default=60.0, help="wait after the first reconciles, for kopf to drain"
+    )
     parser.add_argument("--out", default=str(REPO / "out" / "bench-operator"))
     args = parser.parse_args()
     out = Path(args.out)
@@ -213,7 +216,8 @@ def main() -> int:
             print(f"[bench] {done} of {args.services} services through their first reconcile", flush=True)
             time.sleep(10)
         print(f"[bench] first reconciles done after {time.monotonic() - started:.0f} s more", flush=True)
-        time.sleep(15)
+        # kopf still works through the wave's own events (annotations, status) for a while.
+        time.sleep(args.settle_s)
         before = scrape(metrics_url)
         cpu_before, load_before = cpu_seconds(operator.pid), os.getloadavg()[0]
         time.sleep(args.measure_s)

@@ -125,6 +125,18 @@ def _transition_events(current: list[dict[str, Any]], updates: list[ConditionUpd
     return events
 
 
+def _refresh_due(isvc: InferenceService, observed_at: str | None, now: float) -> bool:
+    """Whether the observed block is due its periodic refresh: once a minute, in the service's own
+    turn (so that hundreds of services do not all refresh in one cycle) and not within half a
+    minute of the last write; at once when a turn was missed."""
+    interval_s = float(isvc.spec.autoscaling.interval_seconds)
+    age = seconds_since(observed_at, now)
+    if age >= OBSERVED_REFRESH_S + interval_s:
+        return True
+    key = (isvc.metadata.namespace, isvc.metadata.name)
+    return age >= OBSERVED_REFRESH_S / 2 and in_turn(key, now, interval_s, OBSERVED_REFRESH_S)
+
+
 def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     """Decide for one service and say what to write; applies nothing itself.
 
@@ -163,14 +175,7 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     last = status.last_decision
     summary = (decision.replicas, decision.max_batch, str(decision.reason_code), act)
     previous = (last.replicas, last.max_num_seqs, last.reason, last.applied) if last else None
-    interval_s = float(isvc.spec.autoscaling.interval_seconds)
-    observed_age = seconds_since(status.observed.time if status.observed else None, inp.now)
-    # Once a minute, in the service's own turn (so that hundreds of services do not all refresh in
-    # one cycle), and not within half a minute of the last write; at once when a turn was missed.
-    observed_due = observed_age >= OBSERVED_REFRESH_S + interval_s or (
-        observed_age >= OBSERVED_REFRESH_S / 2
-        and in_turn((isvc.metadata.namespace, isvc.metadata.name), inp.now, interval_s, OBSERVED_REFRESH_S)
-    )
+    observed_due = _refresh_due(isvc, status.observed.time if status.observed else None, inp.now)
     reason_moved = figures_moved(last.message if last else None, decision.reason)
     if summary != previous or observed_due or act or reason_moved:
         patch["lastDecision"] = _last_decision(decision, applied=act, now=inp.now)
