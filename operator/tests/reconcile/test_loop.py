@@ -425,3 +425,29 @@ def test_services_with_the_same_interval_share_one_reading() -> None:
     assert harness.run(NOW + 16).decided == 2, "both are on the 15 s grid from now on"
     assert len(fake.queries) - reads_before == len(Signal), "one reading for both"
     assert [harness.run(NOW + t).decided for t in (21, 26, 31)] == [0, 0, 2]
+
+
+def test_after_a_conflict_the_next_decision_waits_for_the_fresh_copy() -> None:
+    harness = Harness(
+        FakePrometheus(
+            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+        )
+    )
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.cluster.patch_status(
+        "tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat", {"ready": "0/1"}
+    )
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    view.body["metadata"]["resourceVersion"] = "0"  # older than the object now in the cluster
+    harness.inventory.put_service(view.body)
+    assert harness.run(NOW).writes == 0, "the stale copy's write conflicts"
+    assert harness.run(NOW + 1).decided == 0, "the same stale copy would only conflict again"
+    fresh = harness.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
+    assert fresh is not None
+    body = copy.deepcopy(view.body)
+    body["metadata"]["resourceVersion"] = fresh["metadata"]["resourceVersion"]
+    harness.inventory.put_service(body)  # the watch delivers the object as it now is
+    report = harness.run(NOW + 2)
+    assert (report.decided, report.writes > 0) == (1, True)
+    assert harness.deployment_replicas() > 1

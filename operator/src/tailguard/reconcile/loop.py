@@ -87,6 +87,9 @@ class ServiceRecord:
     #: whether the parse is current) and the result (None: invalid).
     parsed_from: Manifest | None = None
     isvc: InferenceService | None = None
+    #: The body a status write conflicted on: no decision until the watch delivers a newer one
+    #: (deciding again from the same copy would only conflict again).
+    conflicted_on: Manifest | None = None
 
     def spec(self, body: Manifest) -> InferenceService | None:
         """The parsed spec of ``body`` (None when invalid), parsed once per version of the body."""
@@ -98,17 +101,22 @@ class ServiceRecord:
             self.parsed_from = body
         return self.isvc
 
-    def due(self, isvc: InferenceService | None, now: float) -> bool:
-        """Whether a decision is due: autoscaled (Auto or DryRun), never decided, or a multiple of its
-        interval (in Unix time) passed since the last decision.
+    def due(self, body: Manifest, now: float) -> bool:
+        """Whether a decision is due for ``body``: autoscaled (Auto or DryRun), never decided (and not
+        the copy a write just conflicted on), or a multiple of its interval (in Unix time) passed
+        since the last decision.
 
         Decisions fall on one grid, so every service with the same interval is due in the same tick
         and one Prometheus reading serves them all (rather than one reading per tick for the few
         services whose own interval ends in it).
         """
+        isvc = self.spec(body)
         if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL:
             return False
         if self.decided_at is None:
+            if body is self.conflicted_on:
+                return False
+            self.conflicted_on = None
             return True
         interval_s = isvc.spec.autoscaling.interval_seconds
         return math.floor(now / interval_s) > math.floor(self.decided_at / interval_s)
@@ -181,7 +189,7 @@ class ControlLoop:
             record = self._records.get(key)
             if record is None:
                 record = self._records[key] = ServiceRecord(resynced_at=now)
-            if record.due(record.spec(view.body), now):
+            if record.due(view.body, now):
                 due.append(key)
             elif key in changed or now - record.resynced_at >= RESYNC_INTERVAL_S:
                 resync.append(key)  # not in the same tick as a decision: both write status
@@ -336,10 +344,11 @@ class ControlLoop:
                     resource_version=(view.body.get("metadata") or {}).get("resourceVersion"),
                 )
             except ConflictError:
-                # Changed since the watch delivered it: decide again at the next tick from the
-                # fresh copy, with the state as it was before this step.
+                # Changed since the watch delivered it: decide again from the fresh copy once the
+                # watch delivers it, with the state as it was before this step.
                 if record is not None:
                     record.decided_at = None
+                    record.conflicted_on = view.body
                 return 0
             writes += 1
         if record is not None:
