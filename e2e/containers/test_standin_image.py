@@ -16,8 +16,9 @@ import pytest
 from lib.operator import CHART_UID
 from lib.wait import wait_for
 from tailguard.contract.vllm import VllmMetric
-from tailguard.k8s.render import render_all
+from tailguard.k8s.render import RenderSettings, render_all
 from tailguard.manifests import load_inference_services
+from tailguard.reconcile.sizing import running_size
 
 pytestmark = pytest.mark.images
 
@@ -33,7 +34,9 @@ def _free_port() -> int:
 
 def test_standin_serves_the_rendered_deployment_unchanged(docker: str, standin_image_tag: str) -> None:
     (isvc,) = load_inference_services(REPO / "examples" / "llama-8b-chat.yaml")
-    deployment = next(o for o in render_all(isvc) if o["kind"] == "Deployment")
+    size = running_size(isvc)
+    rendered = render_all(isvc, size.replicas, size.max_batch, RenderSettings())
+    deployment = next(o for o in rendered if o["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     container_port = container["ports"][0]["containerPort"]
     probe_path = container["readinessProbe"]["httpGet"]["path"]

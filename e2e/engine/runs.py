@@ -22,9 +22,9 @@ from engine import tiny_model
 from engine.exposition import Exposition
 from engine.load import LoadResult, run_load
 from engine.server import VllmServer, running
+from tailguard.metrics.figures import MetricsReading, read_metrics
 from tailguard.metrics.prometheus import HttpPrometheus, PrometheusSettings
 from tailguard.metrics.promql import QueryScope
-from tailguard.metrics.signals import Cycle, read_cycle
 
 NAMESPACE: Final = "engine-test"
 MODEL: Final = "tiny"
@@ -56,7 +56,7 @@ class EngineRun:
     load: LoadResult
     before: Exposition
     after: Exposition
-    cycle: Cycle
+    cycle: MetricsReading
     scope: QueryScope
     extra: dict[str, float]
     log_file: Path
@@ -179,9 +179,9 @@ def _wait_idle_scrapes(prom: Prometheus, selector: str, scrapes: int = 3, timeou
     )
 
 
-async def _read(url: str, scope: QueryScope, at: float) -> Cycle:
+async def _read(url: str, scope: QueryScope, at: float) -> MetricsReading:
     source = HttpPrometheus(PrometheusSettings(url=url, timeout_s=10))
     try:
-        return await read_cycle(source, scope, at=at)
+        return await read_metrics(source, scope, at=at)
     finally:
         await source.aclose()

@@ -34,8 +34,8 @@ from engine.load import fraction_at_or_below, quantile
 from engine.runs import LARGE_BATCH, MAX_TOKENS, MODEL, SMALL_BATCH, EngineRun
 from tailguard.contract import histogram
 from tailguard.contract.vllm import TPOT_BUCKETS_S, TTFT_BUCKETS_S, VllmMetric
+from tailguard.metrics.figures import ServiceFigures, figures_for
 from tailguard.metrics.promql import Signal
-from tailguard.metrics.signals import ServiceSignals, signals_for
 
 pytestmark = pytest.mark.engine
 
@@ -63,9 +63,9 @@ def _edge_near(value: float, bounds: tuple[float, ...]) -> float:
     return min(bounds, key=lambda b: abs(math.log(b) - math.log(max(value, 1e-6))))
 
 
-def _signals(run: EngineRun, ttft_slo_s: float = 1.0, tpot_slo_s: float | None = 0.1) -> ServiceSignals:
+def _signals(run: EngineRun, ttft_slo_s: float = 1.0, tpot_slo_s: float | None = 0.1) -> ServiceFigures:
     assert run.cycle.ok, f"the operator's queries failed against real Prometheus: {run.cycle.errors}"
-    return signals_for(run.cycle, run.key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+    return figures_for(run.cycle, run.key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
 
 
 def _engine_histogram(run: EngineRun, family: VllmMetric) -> list[tuple[float, float]]:

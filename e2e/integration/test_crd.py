@@ -237,7 +237,7 @@ def test_kubectl_explain_shows_the_schema_descriptions(kube: Kube, crd: dict[str
     out = kube.kubectl("explain", "inferenceservice.spec.autoscaling.mode").stdout
     flat = " ".join(out.split())  # kubectl wraps descriptions at the terminal width
     assert "FIELD: mode <string>" in flat
-    assert "ENUM: Auto DryRun Off" in flat, out
+    assert "ENUM: Auto DryRun Manual Off" in flat, out
     assert "Auto: tailguard sets replicas and max batch" in flat, out
     fields = kube.kubectl("explain", "tgis.spec", "--recursive").stdout
     for name in ("model", "engine", "resources", "slo", "autoscaling", "replicas", "ttftP99Ms", "maxBatch"):
@@ -246,6 +246,7 @@ def test_kubectl_explain_shows_the_schema_descriptions(kube: Kube, crd: dict[str
 
 def test_scale_subresource_sets_spec_replicas(kube: Kube, shared_namespace: str) -> None:
     name = unique_name("scale")
+    # "Off", quoted, is the former name of Manual: the API server still takes it.
     kube.apply(minimal(name, replicas=1, autoscaling={"mode": "Off"}), namespace=shared_namespace)
     kube.kubectl("scale", f"inferenceservice/{name}", "--replicas=3", namespace=shared_namespace)
     obj = kube.get(*ISVC, name, shared_namespace)

@@ -121,11 +121,11 @@ def _wait_children(kube: Kube, namespace: str, name: str) -> tuple[dict[str, Any
     )
 
 
-def _off(manifest: dict[str, Any], replicas: int, **resources: Any) -> dict[str, Any]:
-    """The manifest in mode Off with a fixed replica count (no metrics needed to size it)."""
+def _manual(manifest: dict[str, Any], replicas: int, **resources: Any) -> dict[str, Any]:
+    """The manifest in mode Manual with a fixed replica count (no metrics needed to size it)."""
     m = copy.deepcopy(manifest)
     m["spec"]["replicas"] = replicas
-    m["spec"].setdefault("autoscaling", {})["mode"] = "Off"
+    m["spec"].setdefault("autoscaling", {})["mode"] = "Manual"
     m["spec"].setdefault("resources", {}).update(resources)
     return m
 
@@ -184,7 +184,7 @@ def test_pods_land_on_fake_gpu_nodes_and_status_follows(
     testbed: Testbed,
 ) -> None:
     name = "llama-8b-chat"
-    _create(kube, namespace, _off(examples[name], 3))
+    _create(kube, namespace, _manual(examples[name], 3))
 
     def ready_pods() -> list[dict[str, Any]] | None:
         pods = [p for p in _pods(kube, namespace, name) if _running_ready(p)]
@@ -230,7 +230,7 @@ def test_more_gpus_than_the_cluster_has_leaves_pods_pending_and_says_so(
     per_node = max(capacity.values())
     nodes = sum(1 for g in capacity.values() if g >= per_node)
     replicas = nodes + 1  # a whole (largest) node's GPUs each: the last replica fits nowhere
-    m = _off(examples[name], replicas, gpus=per_node)
+    m = _manual(examples[name], replicas, gpus=per_node)
     m["spec"]["engine"] = {**m["spec"].get("engine", {}), "tensorParallelSize": 1}
     _create(kube, namespace, m)
 
@@ -269,7 +269,7 @@ def test_kubectl_scale_in_mode_off_resizes_the_deployment(
     kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
 ) -> None:
     name = "llama-8b-chat"
-    _create(kube, namespace, _off(examples[name], 1))
+    _create(kube, namespace, _manual(examples[name], 1))
     _wait_children(kube, namespace, name)
     kube.kubectl("scale", f"inferenceservice/{name}", "--replicas=2", namespace=namespace)
     wait_for(
@@ -302,7 +302,7 @@ def test_a_spec_changed_mid_rollout_converges_to_the_last_spec(
     kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
 ) -> None:
     name = "llama-8b-chat"
-    manifest = _off(examples[name], 3)
+    manifest = _manual(examples[name], 3)
     manifest["spec"].setdefault("engine", {})["maxNumSeqs"] = 64
     _create(kube, namespace, manifest)
     wait_for(
@@ -359,7 +359,7 @@ def test_deleting_the_service_garbage_collects_its_children(
     kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
 ) -> None:
     name = "llama-8b-chat"
-    _create(kube, namespace, _off(examples[name], 2))
+    _create(kube, namespace, _manual(examples[name], 2))
     _wait_children(kube, namespace, name)
     wait_for("2 pods", lambda: len(_pods(kube, namespace, name)) == 2, timeout=30)
     kube.kubectl("delete", f"inferenceservice/{name}", "--wait=true", namespace=namespace, timeout=60)
@@ -385,7 +385,7 @@ def test_restarted_operator_duplicates_nothing(
     kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]], how: str
 ) -> None:
     name = "llama-8b-chat"
-    _create(kube, namespace, _off(examples[name], 2))
+    _create(kube, namespace, _manual(examples[name], 2))
     _wait_children(kube, namespace, name)
     wait_for(
         "the Deployment's 2 replicas ready before the restart",

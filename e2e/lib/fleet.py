@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tailguard.fleet.model import Fleet
+from tailguard.fleet.model import PodFleet
 from tailguard.fleet.server import FleetServer
 from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL
 from tailguard.sim.profiles import get_profile
@@ -27,7 +27,11 @@ def start_fleet(
         return items
 
     server = FleetServer(
-        Fleet(get_profile(profile), seed=seed), host="127.0.0.1", port=0, sd_file=sd_file, list_pods=list_pods
+        PodFleet(get_profile(profile), seed=seed),
+        host="127.0.0.1",
+        port=0,
+        sd_file=sd_file,
+        list_pods=list_pods,
     )
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-Manifest = dict[str, Any]
+from tailguard.k8s.cluster import Manifest
 
 FIELD_MANAGER = "tailguard-e2e"
 

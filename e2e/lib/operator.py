@@ -337,7 +337,7 @@ class OperatorProcess:
 
 class InProcessOperator:
     """The operator in a thread of the test process: ``tailguard.handlers.main.run_async`` with the
-    ``tailguard run`` arguments, stopped through its stop event.
+    settings ``tailguard run`` parses from its arguments, stopped through its stop event.
 
     It authenticates as the operator's ServiceAccount: the client library's default configuration
     and ``KUBECONFIG`` (read by kopf's login) point at its kubeconfig while it runs.
@@ -364,8 +364,8 @@ class InProcessOperator:
         self._saved_kubeconfig: str | None = None
         self._saved_default = ""
 
-    def _args(self) -> Any:
-        from tailguard.cli import build_parser
+    def _settings(self) -> Any:
+        from tailguard.cli import build_parser, operator_settings
 
         argv = [
             "run",
@@ -376,7 +376,7 @@ class InProcessOperator:
         argv += [f"--prometheus-url={self.prometheus_url}"]
         for ns in self.namespaces:
             argv += ["--namespace", ns]
-        return build_parser().parse_args(argv)
+        return operator_settings(build_parser().parse_args(argv))
 
     def _main(self) -> None:
         from kubernetes import config
@@ -386,7 +386,7 @@ class InProcessOperator:
         async def run() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
-            await run_async(self._args(), stop=self._stop)
+            await run_async(self._settings(), stop=self._stop)
 
         try:
             config.load_kube_config(config_file=str(self.identity.kubeconfig))  # type: ignore[no-untyped-call]

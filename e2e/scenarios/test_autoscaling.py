@@ -15,7 +15,7 @@ import pytest
 from cluster.prometheus import Prometheus
 from lib.kube import Kube, condition
 from lib.operator import OperatorProcess
-from lib.wait import wait_for
+from lib.wait import stays, wait_for
 from tailguard.sim.synthetic import DECODE_HEAVY
 
 from .conftest import ISVC, FleetHandle, PrometheusGate
@@ -107,11 +107,12 @@ def test_steady_load_inside_the_slo_changes_nothing(
     start_serving(kube, namespace, fleet, rate=8)
     wait_condition(kube, namespace, "SLOMet", "True", timeout=60)
     # Phase: hold the load for 20 decision intervals (five minutes at the default 15 s cadence).
-    deadline = time.monotonic() + 20 * INTERVAL_S
-    while time.monotonic() < deadline:
-        assert deployment_replicas(kube, namespace) == 1
-        time.sleep(2)
-    assert events(kube, namespace, "Scaled") == []
+    stays(
+        "one replica and no Scaled event",
+        lambda: deployment_replicas(kube, namespace) == 1 and not events(kube, namespace, "Scaled"),
+        duration=20 * INTERVAL_S,
+        interval=2,
+    )
     assert cond(kube, namespace, "SLOMet") == ("True", "GoodputMet")
 
 
@@ -128,11 +129,12 @@ def test_a_step_to_triple_load_scales_up_once_and_fast(
         return bool(result) and float(result[0]["value"][1]) > 0.5
 
     wait_for("Prometheus to show p99 TTFT above 500 ms", breach_seen, timeout=60, interval=0.5)
-    seen_at = time.monotonic()
-    scaled = wait_for("a scale-up", lambda: events(kube, namespace, "Scaled"), timeout=60, interval=0.5)
-    reaction = time.monotonic() - seen_at
-    assert reaction <= 2 * INTERVAL_S + 2, (
-        f"scale-up came {reaction:.1f} s after Prometheus showed the breach"
+    # The deadline is the requirement: a scale-up within two decision intervals of the breach.
+    scaled = wait_for(
+        "a scale-up within two decision intervals of the breach",
+        lambda: events(kube, namespace, "Scaled"),
+        timeout=2 * INTERVAL_S + 2,
+        interval=0.5,
     )
     assert scaled[0]["message"].startswith("scaled 1→")
     assert "TTFT" in scaled[0]["message"] or "queue" in scaled[0]["message"]
@@ -147,12 +149,22 @@ def test_a_step_to_triple_load_scales_up_once_and_fast(
         timeout=60,
         interval=0.25,
     )
-    time.sleep(2 * INTERVAL_S)
-    for later in events(kube, namespace, "Scaled")[1:]:
-        stamp = dt.datetime.fromisoformat(str(later["lastTimestamp"]).replace("Z", "+00:00")).timestamp()
-        assert stamp >= ready_at - 1.0, (
-            f"scaled again before the first replicas were Ready: {later['message']}"
-        )
+
+    def scaled_before_ready() -> list[str]:
+        return [
+            later["message"]
+            for later in events(kube, namespace, "Scaled")[1:]
+            if dt.datetime.fromisoformat(str(later["lastTimestamp"]).replace("Z", "+00:00")).timestamp()
+            < ready_at - 1.0
+        ]
+
+    stays(
+        "no scale-up before the first replicas were Ready",
+        lambda: not scaled_before_ready(),
+        duration=2 * INTERVAL_S,
+        interval=1,
+        details=lambda: str(scaled_before_ready()),
+    )
     wait_condition(kube, namespace, "SLOMet", "True", timeout=90)
 
 
@@ -163,14 +175,21 @@ def test_when_load_falls_it_scales_down_after_stabilization_not_below_min(
     wait_for("4 engines serving", lambda: fleet.ready_engines(NAME) == 4, timeout=60)
     # Phase: the load falls to a trickle.
     fleet.set_rate(NAME, 1)
-    fell_at = time.monotonic()
-    downs = wait_for("a scale-down", lambda: events(kube, namespace, "Scaled"), timeout=150, interval=1)
-    waited = time.monotonic() - fell_at
-    assert waited >= 20, f"scaled down {waited:.0f} s after the fall, inside the 20 s stabilization window"
+    stays(
+        "no scale-down inside the 20 s stabilization window",
+        lambda: not events(kube, namespace, "Scaled"),
+        duration=20,
+        interval=1,
+    )
+    downs = wait_for("a scale-down", lambda: events(kube, namespace, "Scaled"), timeout=130, interval=1)
     assert downs[0]["message"].startswith("scaled 4→")
     wait_for("the minimum of 2 replicas", lambda: deployment_replicas(kube, namespace) == 2, timeout=150)
-    time.sleep(3 * INTERVAL_S)
-    assert deployment_replicas(kube, namespace) == 2
+    stays(
+        "2 replicas, the minimum",
+        lambda: deployment_replicas(kube, namespace) == 2,
+        duration=3 * INTERVAL_S,
+        interval=2,
+    )
 
 
 def test_prometheus_outage_holds_and_reports_then_recovers(
@@ -187,9 +206,12 @@ def test_prometheus_outage_holds_and_reports_then_recovers(
     wait_condition(kube, namespace, "MetricsAvailable", "False", timeout=30)
     assert cond(kube, namespace, "MetricsAvailable") == ("False", "PrometheusUnavailable")
     assert events(kube, namespace, "PrometheusUnavailable"), "a Warning event explains the hold"
-    time.sleep(3 * INTERVAL_S)
-    assert deployment_replicas(kube, namespace) == 1, "no data is not a reason to act"
-    assert events(kube, namespace, "Scaled") == []
+    stays(
+        "one replica and no Scaled event: no data is not a reason to act",
+        lambda: deployment_replicas(kube, namespace) == 1 and not events(kube, namespace, "Scaled"),
+        duration=3 * INTERVAL_S,
+        interval=2,
+    )
     # Phase: Prometheus answers again, slowly but within the timeout; the operator recovers by itself.
     prometheus_gate.delay_s = 0.5
     prometheus_gate.open = True
@@ -226,9 +248,13 @@ def test_no_runaway_when_gpus_run_out(
     )
     wait_condition(kube, namespace, "ScalingLimited", "True", timeout=30)
     asked = deployment_replicas(kube, namespace)
-    time.sleep(4 * INTERVAL_S)
-    assert deployment_replicas(kube, namespace) == asked, "kept adding replicas that cannot be scheduled"
     assert asked <= fits + 4
+    stays(
+        f"{asked} replicas: no more that cannot be scheduled",
+        lambda: deployment_replicas(kube, namespace) == asked,
+        duration=4 * INTERVAL_S,
+        interval=2,
+    )
 
 
 def test_operator_killed_after_scaling_resumes_without_repeating(
@@ -240,10 +266,18 @@ def test_operator_killed_after_scaling_resumes_without_repeating(
     # Phase: the operator dies right after acting, and comes back.
     autoscaler.kill()
     autoscaler.start()
-    time.sleep(3 * INTERVAL_S)
-    messages = [e["message"] for e in events(kube, namespace, "Scaled")]
-    transitions = [m.split(":")[0] for m in messages]
-    assert transitions.count(first.split(":")[0]) == 1, messages
+
+    def repeats() -> int:
+        transitions = [e["message"].split(":")[0] for e in events(kube, namespace, "Scaled")]
+        return transitions.count(first.split(":")[0])
+
+    stays(
+        f"one {first.split(':')[0]}, not repeated after the restart",
+        lambda: repeats() == 1,
+        duration=3 * INTERVAL_S,
+        interval=2,
+        details=lambda: str(events(kube, namespace, "Scaled")),
+    )
 
 
 def max_num_seqs_of(manifest: dict[str, Any] | None) -> int | None:
@@ -315,5 +349,9 @@ def test_tpot_broken_with_ttft_fine_lowers_max_batch_in_one_rolling_update(
         details=lambda: str(fleet.max_batches(NAME)),
     )
     # Phase: no second change inside the declared interval.
-    time.sleep(3 * INTERVAL_S)
-    assert len(events(kube, namespace, "MaxBatchChanged")) == 1
+    stays(
+        "a single max-batch change",
+        lambda: len(events(kube, namespace, "MaxBatchChanged")) == 1,
+        duration=3 * INTERVAL_S,
+        interval=2,
+    )

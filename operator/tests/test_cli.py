@@ -112,3 +112,66 @@ def test_a_malformed_default_vllm_image_is_refused(
         build_parser().parse_args(["run"])
     assert env.value.code == 2
     assert "not an image reference" in capsys.readouterr().err
+
+
+def test_render_reads_the_manifest_from_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    text = (REPO / "examples" / "dry-run.yaml").read_text()
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    assert main(["render", "--no-pod-monitor", "-f", "-"]) == 0
+    assert [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out)] == ["Deployment", "Service"]
+
+
+def test_render_from_standard_input_names_it_in_errors(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    bad = "kind: InferenceService\nmetadata: {name: a}\nspec: {model: {name: m}, autoscaling: {mode: Off}}\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(bad))
+    assert main(["render", "-f", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "<stdin>: InferenceService a: spec.autoscaling.mode" in err
+    assert "write mode: Manual" in err
+
+
+def test_run_arguments_become_typed_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tailguard.cli import operator_settings
+
+    monkeypatch.setenv("TAILGUARD_PROMETHEUS_PASSWORD", "secret")
+    token = tmp_path / "token"
+    token.write_text("abc\n")
+    args = build_parser().parse_args(
+        [
+            "run",
+            "-n",
+            "team-a",
+            "-n",
+            "team-b",
+            "--rate-window=90s",
+            "--prometheus-url=http://prom:9090",
+            f"--prometheus-token-file={token}",
+            "--prometheus-username=tg",
+            "--default-vllm-image=mirror.example/vllm:v1",
+            "--metrics-port=0",
+        ]
+    )
+    settings = operator_settings(args)
+    assert settings.namespaces == ("team-a", "team-b")
+    assert settings.scope.rate_window_s == 90.0
+    assert settings.prometheus.url == "http://prom:9090"
+    assert settings.prometheus.bearer_token == "abc"
+    assert settings.prometheus.basic_auth == ("tg", "secret")
+    assert settings.render.default_image == "mirror.example/vllm:v1"
+    assert (settings.metrics_port, settings.liveness_port) == (0, 8080)
+
+
+def test_all_namespaces_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailguard.cli import operator_settings
+
+    monkeypatch.setenv("TAILGUARD_NAMESPACES", "team-a,team-b")
+    assert operator_settings(build_parser().parse_args(["run"])).namespaces == ("team-a", "team-b")
+    assert operator_settings(build_parser().parse_args(["run", "-A"])).namespaces == ()

@@ -15,27 +15,24 @@ class ManifestError(Exception):
     """A manifest file that cannot be read or does not hold valid InferenceServices."""
 
 
-def _documents(path: Path) -> Iterator[tuple[int, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+def _documents(text: str, source: str) -> Iterator[tuple[int, Any]]:
     try:
         yield from enumerate(d for d in yaml.safe_load_all(text) if d is not None)
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: not valid YAML: {exc}") from None
+        raise ManifestError(f"{source}: not valid YAML: {exc}") from None
 
 
-def load_inference_services(path: Path) -> list[InferenceService]:
-    """Every InferenceService in a (multi-document) YAML file; other kinds are skipped.
+def parse_inference_services(text: str, *, source: str) -> list[InferenceService]:
+    """Every InferenceService in a (multi-document) YAML text; other kinds are skipped.
 
-    Raises :class:`ManifestError` naming the file, the document, the object and each bad field.
+    Raises :class:`ManifestError` naming ``source`` (a file name, ``<stdin>``), the document, the
+    object and each bad field.
     """
     services: list[InferenceService] = []
     problems: list[str] = []
-    for index, doc in _documents(path):
+    for index, doc in _documents(text, source):
         if not isinstance(doc, dict):
-            problems.append(f"{path}: document {index + 1}: expected a mapping, found {type(doc).__name__}")
+            problems.append(f"{source}: document {index + 1}: expected a mapping, found {type(doc).__name__}")
             continue
         if doc.get("kind") != KIND:
             continue
@@ -43,12 +40,21 @@ def load_inference_services(path: Path) -> list[InferenceService]:
         try:
             services.append(parse_inference_service(doc))
         except InvalidResourceError as exc:
-            problems.extend(f"{path}: {KIND} {name}: {error}" for error in exc.errors)
+            problems.extend(f"{source}: {KIND} {name}: {error}" for error in exc.errors)
     if problems:
         raise ManifestError("\n".join(problems))
     if not services:
-        raise ManifestError(f"{path}: no {KIND} found")
+        raise ManifestError(f"{source}: no {KIND} found")
     return services
+
+
+def load_inference_services(path: Path) -> list[InferenceService]:
+    """Every InferenceService in a YAML file (see :func:`parse_inference_services`)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_inference_services(text, source=str(path))
 
 
 class _NoAliasDumper(yaml.SafeDumper):

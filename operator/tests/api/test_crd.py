@@ -81,7 +81,7 @@ def test_bounds_and_enums_reach_the_schema() -> None:
     assert goodput["minimum"] == 0
     assert goodput["exclusiveMinimum"] is True
     assert goodput["maximum"] == 1
-    assert spec["autoscaling"]["properties"]["mode"]["enum"] == ["Auto", "DryRun", "Off"]
+    assert spec["autoscaling"]["properties"]["mode"]["enum"] == ["Auto", "DryRun", "Manual", "Off"]
     assert spec["autoscaling"]["default"] == {}, "nested defaults apply only under an object default"
 
 

@@ -72,3 +72,22 @@ def test_camel_case_round_trip() -> None:
     dumped = isvc.model_dump(mode="json", by_alias=True, exclude_none=True)
     assert dumped["spec"]["slo"] == {"ttftP99Ms": 300.0, "tpotP99Ms": 40.0, "goodputTarget": 0.99}
     assert parse_inference_service(dumped) == isvc
+
+
+@pytest.mark.parametrize("written", ["Manual", "Off"], ids=["manual", "quoted-off"])
+def test_manual_mode_is_written_manual_or_quoted_off(written: str) -> None:
+    isvc = parse_inference_service(manifest(autoscaling={"mode": written}))
+    assert isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL
+
+
+def test_a_bare_off_read_by_yaml_as_false_says_what_to_write() -> None:
+    import yaml
+
+    obj = manifest()
+    obj["spec"]["autoscaling"] = yaml.safe_load("mode: Off")
+    assert obj["spec"]["autoscaling"] == {"mode": False}, "YAML 1.1 reads a bare Off as false"
+    with pytest.raises(InvalidResourceError) as raised:
+        parse_inference_service(obj)
+    (error,) = raised.value.errors
+    assert error.path == "spec.autoscaling.mode"
+    assert "write mode: Manual" in str(error)

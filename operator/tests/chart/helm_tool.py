@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
+from tailguard.k8s.cluster import Manifest
+
 CHART = Path(__file__).resolve().parents[3] / "charts" / "tailguard"
 #: The Kubernetes version templates are rendered for (helm's built-in default depends on its build).
 KUBE_VERSION = "1.33.0"
 RELEASE = "tg"
 NAMESPACE = "tailguard-system"
-
-Manifest = dict[str, Any]
 
 
 def _cache_dir() -> Path:

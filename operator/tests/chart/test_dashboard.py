@@ -109,29 +109,47 @@ def _label_values_selector(definition: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "query",
+    ("query", "kind", "names"),
     [
-        pytest.param("up", id="bare-name"),
-        pytest.param('vllm:num_requests_running{namespace=~"a|b", inference_service!=""}', id="matchers"),
+        pytest.param("up", Kind.INSTANT, {"up"}, id="bare-name"),
+        pytest.param(
+            'vllm:num_requests_running{namespace=~"a|b", inference_service!=""}',
+            Kind.INSTANT,
+            {"vllm:num_requests_running"},
+            id="matchers",
+        ),
         pytest.param(
             '{__name__=~"vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc", inference_service!=""}',
+            Kind.INSTANT,
+            {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
             id="name-regex",
         ),
-        pytest.param("histogram_quantile(0.99, sum by (le) (rate(x_bucket[5m])))", id="quantile"),
-        pytest.param("sum(rate(x[5m])) by (job) / on(job) group_left sum(y) by (job)", id="matching"),
-        pytest.param("a > bool 3", id="bool"),
-        pytest.param("2 ^ 3 ^ 2", id="power-right-assoc"),
-        pytest.param("-x offset 5m", id="unary-offset"),
-        pytest.param("max_over_time(rate(x[1m])[10m:30s])", id="subquery"),
-        pytest.param("topk(3, x)", id="aggregation-parameter"),
-        pytest.param('count_values("v", x)', id="string-parameter"),
-        pytest.param('label_replace(x, "a", "$1", "b", "(.*)")', id="label-replace"),
-        pytest.param("x @ start()", id="at-modifier"),
-        pytest.param("a or b unless c and d", id="set-operators"),
+        pytest.param(
+            "histogram_quantile(0.99, sum by (le) (rate(x_bucket[5m])))",
+            Kind.INSTANT,
+            {"x_bucket"},
+            id="quantile",
+        ),
+        pytest.param(
+            "sum(rate(x[5m])) by (job) / on(job) group_left sum(y) by (job)",
+            Kind.INSTANT,
+            {"x", "y"},
+            id="matching",
+        ),
+        pytest.param("a > bool 3", Kind.INSTANT, {"a"}, id="bool"),
+        pytest.param("2 ^ 3 ^ 2", Kind.SCALAR, set(), id="power-right-assoc"),
+        pytest.param("-x offset 5m", Kind.INSTANT, {"x"}, id="unary-offset"),
+        pytest.param("max_over_time(rate(x[1m])[10m:30s])", Kind.INSTANT, {"x"}, id="subquery"),
+        pytest.param("topk(3, x)", Kind.INSTANT, {"x"}, id="aggregation-parameter"),
+        pytest.param('count_values("v", x)', Kind.INSTANT, {"x"}, id="string-parameter"),
+        pytest.param('label_replace(x, "a", "$1", "b", "(.*)")', Kind.INSTANT, {"x"}, id="label-replace"),
+        pytest.param("x @ start()", Kind.INSTANT, {"x"}, id="at-modifier"),
+        pytest.param("a or b unless c and d", Kind.INSTANT, {"a", "b", "c", "d"}, id="set-operators"),
     ],
 )
-def test_parser_accepts_valid_promql(query: str) -> None:
-    parse(query)
+def test_parser_accepts_valid_promql(query: str, kind: Kind, names: set[str]) -> None:
+    parsed = parse(query)
+    assert (parsed.kind, parsed.metric_names) == (kind, names)
 
 
 @pytest.mark.parametrize(

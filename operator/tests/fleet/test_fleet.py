@@ -10,7 +10,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from tailguard.contract.vllm import TTFT_BUCKETS_S
-from tailguard.fleet.model import Fleet, PodInfo
+from tailguard.fleet.model import PodFleet, PodInfo
 from tailguard.fleet.server import FleetServer, pod_info
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.synthetic import DECODE_HEAVY
@@ -20,8 +20,8 @@ def _pod(name: str, *, ready: bool = True, batch: int = 256) -> PodInfo:
     return PodInfo("team-a", name, "chat", "chat-model", batch, ready)
 
 
-def _fleet(rate: float = 20.0) -> Fleet:
-    fleet = Fleet(get_profile("h100-llama3-8b"), seed=7)
+def _fleet(rate: float = 20.0) -> PodFleet:
+    fleet = PodFleet(get_profile("h100-llama3-8b"), seed=7)
     fleet.set_rate("team-a", "chat", rate)
     return fleet
 

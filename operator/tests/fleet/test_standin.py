@@ -13,14 +13,17 @@ import pytest
 
 from tailguard.contract.vllm import VllmMetric
 from tailguard.fleet import standin
-from tailguard.k8s.render import render_all
+from tailguard.k8s.render import RenderSettings, render_all
 from tailguard.manifests import load_inference_services
+from tailguard.reconcile.sizing import running_size
 from tg_testing import REPO
 
 
 def test_takes_the_arguments_the_operator_renders() -> None:
     (isvc,) = load_inference_services(REPO / "examples" / "llama-8b-chat.yaml")
-    deployment = next(o for o in render_all(isvc) if o["kind"] == "Deployment")
+    size = running_size(isvc)
+    rendered = render_all(isvc, size.replicas, size.max_batch, RenderSettings())
+    deployment = next(o for o in rendered if o["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     args, ignored = standin.parse_args(container["args"])
     assert args.model == "meta-llama/Llama-3.1-8B-Instruct"

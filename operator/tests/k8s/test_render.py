@@ -10,6 +10,8 @@ import pytest
 
 from tailguard.api import DEFAULT_VLLM_IMAGE, parse_inference_service
 from tailguard.k8s.render import (
+    GRACE_MARGIN_S,
+    RenderSettings,
     render_all,
     render_deployment,
     render_pod_monitor,
@@ -22,8 +24,11 @@ from tg_testing import manifest
 REPO = Path(__file__).resolve().parents[3]
 
 
+SETTINGS = RenderSettings()
+
+
 def _deployment(**spec: Any) -> dict[str, Any]:
-    return render_deployment(parse_inference_service(manifest(**spec)), replicas=2, max_num_seqs=128)
+    return render_deployment(parse_inference_service(manifest(**spec)), 2, 128, SETTINGS)
 
 
 def _container(dep: dict[str, Any]) -> dict[str, Any]:
@@ -36,140 +41,150 @@ def _arg(dep: dict[str, Any], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args else None
 
 
-CASES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], bool]]] = [
-    (
-        "model is the first argument",
+def _pod(dep: dict[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = dep["spec"]["template"]["spec"]
+    return pod
+
+
+#: Each case: the spec, what to read from the rendered Deployment, and the value expected there.
+CASES = [
+    pytest.param(
         {},
-        lambda d: _container(d)["args"][0] == "meta-llama/Llama-3.1-8B-Instruct",
+        lambda d: _container(d)["args"][0],
+        "meta-llama/Llama-3.1-8B-Instruct",
+        id="model is the first argument",
     ),
-    ("served name defaults to resource name", {}, lambda d: _arg(d, "--served-model-name") == "chat"),
-    (
-        "served name override",
+    pytest.param(
+        {}, lambda d: _arg(d, "--served-model-name"), "chat", id="served name defaults to resource name"
+    ),
+    pytest.param(
         {"model": {"name": "m/x", "servedName": "chat-v2"}},
-        lambda d: _arg(d, "--served-model-name") == "chat-v2",
+        lambda d: _arg(d, "--served-model-name"),
+        "chat-v2",
+        id="served name override",
     ),
-    ("max batch given by the caller", {}, lambda d: _arg(d, "--max-num-seqs") == "128"),
-    (
-        "token budget",
+    pytest.param({}, lambda d: _arg(d, "--max-num-seqs"), "128", id="max batch given by the caller"),
+    pytest.param(
         {"engine": {"maxNumBatchedTokens": 4096}},
-        lambda d: _arg(d, "--max-num-batched-tokens") == "4096",
+        lambda d: _arg(d, "--max-num-batched-tokens"),
+        "4096",
+        id="token budget",
     ),
-    ("no max model len by default", {}, lambda d: _arg(d, "--max-model-len") is None),
-    ("max model len", {"engine": {"maxModelLen": 4096}}, lambda d: _arg(d, "--max-model-len") == "4096"),
-    (
-        "port 8000",
+    pytest.param({}, lambda d: _arg(d, "--max-model-len"), None, id="no max model len by default"),
+    pytest.param(
+        {"engine": {"maxModelLen": 4096}}, lambda d: _arg(d, "--max-model-len"), "4096", id="max model len"
+    ),
+    pytest.param(
         {},
-        lambda d: _arg(d, "--port") == "8000" and _container(d)["ports"][0]["containerPort"] == 8000,
+        lambda d: (_arg(d, "--port"), _container(d)["ports"][0]["containerPort"]),
+        ("8000", 8000),
+        id="port 8000",
     ),
-    (
-        "tensor parallel and gpus",
+    pytest.param(
         {"engine": {"tensorParallelSize": 4}, "resources": {"gpus": 4}},
         lambda d: (
-            _arg(d, "--tensor-parallel-size") == "4"
-            and _container(d)["resources"]["limits"]["nvidia.com/gpu"] == "4"
-            and _container(d)["resources"]["requests"]["nvidia.com/gpu"] == "4"
+            _arg(d, "--tensor-parallel-size"),
+            _container(d)["resources"]["limits"]["nvidia.com/gpu"],
+            _container(d)["resources"]["requests"]["nvidia.com/gpu"],
         ),
+        ("4", "4", "4"),
+        id="tensor parallel and gpus",
     ),
-    (
-        "grace period above the drain timeout",
+    pytest.param(
         {"engine": {"shutdownTimeoutSeconds": 60}},
-        lambda d: (
-            _arg(d, "--shutdown-timeout") == "60"
-            and d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 60
-        ),
+        lambda d: (_arg(d, "--shutdown-timeout"), _pod(d)["terminationGracePeriodSeconds"]),
+        ("60", 60 + GRACE_MARGIN_S),
+        id="grace period above the drain timeout",
     ),
-    (
-        "startup budget covers the model load",
+    pytest.param(
         {"engine": {"startupTimeoutSeconds": 1200}},
         lambda d: (
             _container(d)["startupProbe"]["failureThreshold"] * _container(d)["startupProbe"]["periodSeconds"]
-            >= 1200
         ),
+        1200,
+        id="startup budget covers the model load",
     ),
-    (
-        "probes on /health",
+    pytest.param(
         {},
-        lambda d: all(
-            _container(d)[p]["httpGet"]["path"] == "/health"
-            for p in ("startupProbe", "readinessProbe", "livenessProbe")
-        ),
+        lambda d: [
+            _container(d)[p]["httpGet"]["path"] for p in ("startupProbe", "readinessProbe", "livenessProbe")
+        ],
+        ["/health"] * 3,
+        id="probes on /health",
     ),
-    (
-        "shm is a memory emptyDir",
-        {},
-        lambda d: d["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory",
+    pytest.param(
+        {}, lambda d: _pod(d)["volumes"][0]["emptyDir"]["medium"], "Memory", id="shm is a memory emptyDir"
     ),
-    (
-        "hub token from a secret",
+    pytest.param(
         {"model": {"name": "m/x", "tokenSecretRef": {"name": "hf"}}},
-        lambda d: (
-            _container(d)["env"][0]
-            == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
-        ),
+        lambda d: _container(d)["env"][0],
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
+        id="hub token from a secret",
     ),
-    (
-        "model cache volume and HF_HOME",
+    pytest.param(
         {"model": {"name": "m/x", "cache": {"claimName": "weights", "mountPath": "/models"}}},
         lambda d: (
-            {"name": "HF_HOME", "value": "/models"} in _container(d)["env"]
-            and any(
-                v.get("persistentVolumeClaim", {}).get("claimName") == "weights"
-                for v in d["spec"]["template"]["spec"]["volumes"]
-            )
+            [e for e in _container(d)["env"] if e["name"] == "HF_HOME"],
+            [
+                v["persistentVolumeClaim"]["claimName"]
+                for v in _pod(d)["volumes"]
+                if "persistentVolumeClaim" in v
+            ],
         ),
+        ([{"name": "HF_HOME", "value": "/models"}], ["weights"]),
+        id="model cache volume and HF_HOME",
     ),
-    (
-        "extra args appended",
+    pytest.param(
         {"engine": {"extraArgs": ["--enable-prefix-caching"]}},
-        lambda d: _container(d)["args"][-1] == "--enable-prefix-caching",
+        lambda d: _container(d)["args"][-1],
+        "--enable-prefix-caching",
+        id="extra args appended",
     ),
-    (
-        "user env",
+    pytest.param(
         {"engine": {"env": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]}},
-        lambda d: _container(d)["env"] == [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
+        lambda d: _container(d)["env"],
+        [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
+        id="user env",
     ),
-    (
-        "placement",
+    pytest.param(
         {
             "resources": {
                 "nodeSelector": {"gpu": "h100"},
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
             }
         },
-        lambda d: (
-            d["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "h100"}
-            and d["spec"]["template"]["spec"]["tolerations"]
-            == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
-        ),
+        lambda d: (_pod(d)["nodeSelector"], _pod(d)["tolerations"]),
+        ({"gpu": "h100"}, [{"key": "nvidia.com/gpu", "operator": "Exists"}]),
+        id="placement",
     ),
-    (
-        "rollout never surges on scarce gpus",
+    pytest.param(
         {},
-        lambda d: d["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1},
+        lambda d: d["spec"]["strategy"]["rollingUpdate"],
+        {"maxSurge": 0, "maxUnavailable": 1},
+        id="rollout never surges on scarce gpus",
     ),
-    ("replicas from the caller", {}, lambda d: d["spec"]["replicas"] == 2),
-    (
-        "owner reference to the inference service",
+    pytest.param({}, lambda d: d["spec"]["replicas"], 2, id="replicas from the caller"),
+    pytest.param(
         {},
-        lambda d: (
-            d["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
-            and d["metadata"]["ownerReferences"][0]["controller"]
-        ),
+        lambda d: {k: d["metadata"]["ownerReferences"][0][k] for k in ("uid", "controller")},
+        {"uid": "uid-1", "controller": True},
+        id="owner reference to the inference service",
     ),
-    (
-        "selector is the service label",
+    pytest.param(
         {},
         lambda d: (
-            d["spec"]["selector"]["matchLabels"] == {"tailguard.dev/inference-service": "chat"}
-            and d["spec"]["template"]["metadata"]["labels"]["tailguard.dev/inference-service"] == "chat"
+            d["spec"]["selector"]["matchLabels"],
+            d["spec"]["template"]["metadata"]["labels"]["tailguard.dev/inference-service"],
         ),
+        ({"tailguard.dev/inference-service": "chat"}, "chat"),
+        id="selector is the service label",
     ),
 ]
 
 
-@pytest.mark.parametrize(("spec", "check"), [(s, c) for _, s, c in CASES], ids=[i for i, _, _ in CASES])
-def test_deployment(spec: dict[str, Any], check: Callable[[dict[str, Any]], bool]) -> None:
-    assert check(_deployment(**spec))
+@pytest.mark.parametrize(("spec", "read", "expected"), CASES)
+def test_deployment(spec: dict[str, Any], read: Callable[[dict[str, Any]], Any], expected: Any) -> None:
+    assert read(_deployment(**spec)) == expected
 
 
 def test_service_selects_the_pods_on_port_http() -> None:
@@ -189,37 +204,18 @@ def test_pod_monitor_relabels_the_service_name() -> None:
     }
 
 
-@pytest.mark.parametrize(
-    ("mode", "status", "expected"),
-    [
-        ("Off", {"desiredReplicas": 5, "maxNumSeqs": 64}, (1, 256)),
-        ("DryRun", {"desiredReplicas": 5, "maxNumSeqs": 64}, (1, 256)),
-        ("Auto", {}, (1, 256)),
-        ("Auto", {"desiredReplicas": 3, "maxNumSeqs": 64}, (3, 64)),
-        ("Auto", {"desiredReplicas": 99}, (4, 256)),
-    ],
-    ids=[
-        "off-uses-spec",
-        "dryrun-uses-spec",
-        "auto-starts-from-spec",
-        "auto-uses-last-decision",
-        "auto-clamped-to-max",
-    ],
-)
-def test_replicas_and_batch_by_mode(mode: str, status: dict[str, Any], expected: tuple[int, int]) -> None:
-    obj = manifest(autoscaling={"mode": mode})
-    obj["status"] = status
-    deployment = render_all(parse_inference_service(obj), with_pod_monitor=False)[0]
-    assert (deployment["spec"]["replicas"], _arg(deployment, "--max-num-seqs")) == (
-        expected[0],
-        str(expected[1]),
-    )
+@pytest.mark.parametrize("pod_monitor", [True, False])
+def test_render_all_renders_the_size_it_is_given(pod_monitor: bool) -> None:
+    isvc = parse_inference_service(manifest())
+    objects = render_all(isvc, 3, 64, RenderSettings(pod_monitor=pod_monitor))
+    assert [o["kind"] for o in objects] == ["Deployment", "Service", *(["PodMonitor"] if pod_monitor else [])]
+    assert (objects[0]["spec"]["replicas"], _arg(objects[0], "--max-num-seqs")) == (3, "64")
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in (REPO / "examples").glob("*.yaml")))
 def test_examples_render(example: str) -> None:
     for isvc in load_inference_services(REPO / "examples" / example):
-        kinds = [o["kind"] for o in render_all(isvc)]
+        kinds = [o["kind"] for o in render_all(isvc, 1, isvc.spec.engine.max_num_seqs, SETTINGS)]
         assert kinds == ["Deployment", "Service", "PodMonitor"]
 
 
@@ -228,19 +224,19 @@ MIRROR = "registry.internal/mirror/vllm-openai:v0.33.0"
 
 def test_an_unset_image_is_the_built_in_default() -> None:
     isvc = parse_inference_service(manifest())
-    assert _container(render_all(isvc)[0])["image"] == DEFAULT_VLLM_IMAGE
-    assert vllm_image(isvc) == DEFAULT_VLLM_IMAGE
+    assert _container(render_all(isvc, 1, 256, SETTINGS)[0])["image"] == DEFAULT_VLLM_IMAGE
+    assert vllm_image(isvc, SETTINGS) == DEFAULT_VLLM_IMAGE
 
 
 def test_an_unset_image_is_the_operator_default() -> None:
     isvc = parse_inference_service(manifest())
-    deployment = render_all(isvc, default_image=MIRROR)[0]
-    assert _container(deployment)["image"] == MIRROR
-    direct = render_deployment(isvc, replicas=1, max_num_seqs=256, default_image=MIRROR)
-    assert _container(direct)["image"] == MIRROR
+    mirror = RenderSettings(default_image=MIRROR)
+    assert _container(render_all(isvc, 1, 256, mirror)[0])["image"] == MIRROR
+    assert _container(render_deployment(isvc, 1, 256, mirror))["image"] == MIRROR
 
 
 def test_an_image_in_the_spec_wins_over_the_operator_default() -> None:
     isvc = parse_inference_service(manifest(engine={"image": "vllm/vllm-openai:v0.30.1"}))
-    assert _container(render_all(isvc, default_image=MIRROR)[0])["image"] == "vllm/vllm-openai:v0.30.1"
-    assert vllm_image(isvc, MIRROR) == "vllm/vllm-openai:v0.30.1"
+    mirror = RenderSettings(default_image=MIRROR)
+    assert _container(render_all(isvc, 1, 256, mirror)[0])["image"] == "vllm/vllm-openai:v0.30.1"
+    assert vllm_image(isvc, mirror) == "vllm/vllm-openai:v0.30.1"

@@ -28,17 +28,29 @@ def _after_burst(config: PolicyConfig, calm_s: float = 900) -> Decision:
     return run.hold(lambda n: healthy(40, n), calm_s)
 
 
-OFF = _after_burst(CONFIG).replicas
-FULL = _after_burst(replace(CONFIG, burst_reserve=1.0)).replicas
+@dataclass(frozen=True)
+class ReserveSizes:
+    """Replicas after the burst with no reserve (the default) and with the full reserve."""
+
+    off: int
+    full: int
+
+
+@pytest.fixture(scope="module")
+def sizes() -> ReserveSizes:
+    """Simulated once per module, when a test first asks (not at import: collection stays cheap)."""
+    return ReserveSizes(
+        off=_after_burst(CONFIG).replicas, full=_after_burst(replace(CONFIG, burst_reserve=1.0)).replicas
+    )
 
 
 @pytest.mark.parametrize(
     ("config", "calm_s", "expect"),
     [
-        (replace(CONFIG, burst_reserve=1.0), 900, lambda n: n > OFF),
-        (replace(CONFIG, burst_reserve=0.5), 900, lambda n: OFF <= n <= FULL),
-        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n: n == OFF),
-        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n: n < FULL),
+        (replace(CONFIG, burst_reserve=1.0), 900, lambda n, s: n > s.off),
+        (replace(CONFIG, burst_reserve=0.5), 900, lambda n, s: s.off <= n <= s.full),
+        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n, s: n == s.off),
+        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n, s: n < s.full),
     ],
     ids=[
         "full reserve holds more than the calm needs",
@@ -47,13 +59,15 @@ FULL = _after_burst(replace(CONFIG, burst_reserve=1.0)).replicas
         "a faded reserve no longer holds the burst size",
     ],
 )
-def test_burst_reserve(config: PolicyConfig, calm_s: float, expect: Callable[[int], bool]) -> None:
+def test_burst_reserve(
+    config: PolicyConfig, calm_s: float, expect: Callable[[int, ReserveSizes], bool], sizes: ReserveSizes
+) -> None:
     decision = _after_burst(config, calm_s)
-    assert expect(decision.replicas), (OFF, FULL, decision.reason)
+    assert expect(decision.replicas, sizes), (decision.replicas, sizes, decision.reason)
 
 
-def test_off_by_default_returns_to_the_calm_size() -> None:
-    assert OFF <= 2
+def test_off_by_default_returns_to_the_calm_size(sizes: ReserveSizes) -> None:
+    assert sizes.off <= 2
 
 
 def test_reserve_says_so_in_the_reason() -> None:

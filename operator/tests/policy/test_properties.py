@@ -123,10 +123,16 @@ def test_never_scales_down_while_the_slo_is_broken(
 
 @settings(max_examples=100, deadline=None)
 @given(configs(), states(), observations())
-def test_the_same_inputs_give_the_same_decision(
+def test_a_restart_from_the_annotation_decides_as_the_running_operator_would(
     config: PolicyConfig, state: PolicyState, obs: Observation
 ) -> None:
-    assert decide(config, state, obs, NOW) == decide(config, state, obs, NOW)
+    """Two decisions in a row, once with the state kept in memory and once with it written to its
+    annotation and read back before each: what a restarted operator decides is what it would have."""
+    kept_first, kept = decide(config, state, obs, NOW)
+    kept_second, _ = decide(config, kept, obs, NOW + config.interval_s)
+    read_first, read = decide(config, PolicyState.from_json(state.to_json()), obs, NOW)
+    read_second, _ = decide(config, PolicyState.from_json(read.to_json()), obs, NOW + config.interval_s)
+    assert (read_first, read_second) == (kept_first, kept_second)
 
 
 @settings(max_examples=100, deadline=None)

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from tailguard.k8s.cluster import FakeCluster
+from tailguard.k8s.render import RenderSettings
 from tailguard.metrics.prometheus import FakePrometheus
 from tailguard.metrics.promql import QueryScope
 from tailguard.reconcile.inventory import Inventory
@@ -21,7 +22,7 @@ MIRROR = "registry.internal/mirror/vllm-openai:v0.33.0"
 NEWER = "registry.internal/mirror/vllm-openai:v0.34.0"
 PINNED = "vllm/vllm-openai:v0.30.1"
 DEPLOYMENT = ("apps/v1", "Deployment", "team-a", "chat")
-ISO = "2026-01-01T00:00:00Z"
+ISO = NOW - 3600.0
 
 
 def _image(cluster: FakeCluster) -> str:
@@ -31,7 +32,7 @@ def _image(cluster: FakeCluster) -> str:
 
 def test_a_spec_without_an_image_runs_the_operator_default_and_reports_it() -> None:
     cluster = FakeCluster()
-    result = reconcile(manifest(), cluster, now=ISO, default_image=MIRROR)
+    result = reconcile(manifest(), cluster, RenderSettings(default_image=MIRROR), now=ISO)
     assert _image(cluster) == MIRROR
     assert result.status_patch["image"] == MIRROR
 
@@ -39,9 +40,9 @@ def test_a_spec_without_an_image_runs_the_operator_default_and_reports_it() -> N
 def test_an_unchanged_default_writes_nothing() -> None:
     cluster = FakeCluster()
     body = manifest()
-    body["status"] = reconcile(body, cluster, now=ISO, default_image=MIRROR).status_patch
+    body["status"] = reconcile(body, cluster, RenderSettings(default_image=MIRROR), now=ISO).status_patch
     applied = len(cluster.applied)
-    again = reconcile(body, cluster, now=ISO, default_image=MIRROR)
+    again = reconcile(body, cluster, RenderSettings(default_image=MIRROR), now=ISO)
     assert len(cluster.applied) == applied
     assert again.status_patch == {}
     assert again.events == []
@@ -50,8 +51,8 @@ def test_an_unchanged_default_writes_nothing() -> None:
 def test_a_new_default_rolls_the_services_that_name_no_image() -> None:
     cluster = FakeCluster()
     body = manifest()
-    body["status"] = reconcile(body, cluster, now=ISO, default_image=MIRROR).status_patch
-    result = reconcile(body, cluster, now=ISO, default_image=NEWER)
+    body["status"] = reconcile(body, cluster, RenderSettings(default_image=MIRROR), now=ISO).status_patch
+    result = reconcile(body, cluster, RenderSettings(default_image=NEWER), now=ISO)
     assert _image(cluster) == NEWER
     assert [e.reason for e in result.events] == ["Updated"]
     assert result.status_patch["image"] == NEWER
@@ -60,10 +61,10 @@ def test_a_new_default_rolls_the_services_that_name_no_image() -> None:
 def test_a_pinned_image_ignores_the_default() -> None:
     cluster = FakeCluster()
     body = manifest(engine={"image": PINNED})
-    body["status"] = reconcile(body, cluster, now=ISO, default_image=MIRROR).status_patch
+    body["status"] = reconcile(body, cluster, RenderSettings(default_image=MIRROR), now=ISO).status_patch
     assert _image(cluster) == PINNED
     applied = len(cluster.applied)
-    result = reconcile(body, cluster, now=ISO, default_image=NEWER)
+    result = reconcile(body, cluster, RenderSettings(default_image=NEWER), now=ISO)
     assert len(cluster.applied) == applied
     assert result.events == []
     assert _image(cluster) == PINNED
@@ -83,10 +84,12 @@ class _Operator:
             scope=QueryScope(),
             telemetry=Telemetry(),
             post_event=lambda ns, name, note: self.events.append(note),
-            default_image=MIRROR,
+            render=RenderSettings(default_image=MIRROR),
         )
         body = manifest(**spec)
-        body["status"] = reconcile(body, self.cluster, now=ISO, default_image=MIRROR).status_patch
+        body["status"] = reconcile(
+            body, self.cluster, RenderSettings(default_image=MIRROR), now=ISO
+        ).status_patch
         deployment = self.cluster.objects[DEPLOYMENT]
         deployment["metadata"]["generation"] = 1
         deployment["status"] = {
@@ -115,7 +118,7 @@ class _Operator:
 
 
 def test_the_periodic_resync_does_not_reapply_the_default_image() -> None:
-    operator = _Operator(FakePrometheus(), autoscaling={"mode": "Off"})
+    operator = _Operator(FakePrometheus(), autoscaling={"mode": "Manual"})
     applied = len(operator.cluster.applied)
     for tick in range(4):
         operator.run(NOW + 31 * tick)

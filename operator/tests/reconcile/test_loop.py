@@ -10,6 +10,7 @@ import pytest
 
 from tailguard.contract.vllm import TTFT_BUCKETS_S
 from tailguard.k8s.cluster import FakeCluster
+from tailguard.k8s.render import RenderSettings
 from tailguard.metrics.prometheus import FakePrometheus
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError
@@ -85,12 +86,13 @@ class Harness:
             scope=SCOPE,
             telemetry=Telemetry(),
             post_event=lambda ns, name, note: self.events.append((name, note)),
+            render=RenderSettings(),
         )
 
     def add(self, name: str = "chat", *, ready: int = 1, **spec: Any) -> None:
         body = manifest(**spec)
         body["metadata"]["name"] = name
-        result = reconcile(body, self.cluster, now="2026-01-01T00:00:00Z")
+        result = reconcile(body, self.cluster, RenderSettings(), now=NOW - 3600)
         body["status"] = result.status_patch
         deployment = self.cluster.get("apps/v1", "Deployment", "team-a", name)
         assert deployment is not None
@@ -318,7 +320,7 @@ def test_restart_resumes_from_recorded_intent_without_repeating_the_action() -> 
 
 def test_resync_reverts_a_hand_edit_from_the_inventory_without_reads() -> None:
     harness = Harness(FakePrometheus())
-    harness.add(autoscaling={"mode": "Off"})
+    harness.add(autoscaling={"mode": "Manual"})
     deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
     assert deployment is not None
     deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:latest"
@@ -352,7 +354,7 @@ def test_steady_cycles_write_nothing() -> None:
 
 def test_a_pod_change_reaches_status_at_the_next_tick() -> None:
     harness = Harness(FakePrometheus())
-    harness.add(autoscaling={"mode": "Off"}, ready=0)
+    harness.add(autoscaling={"mode": "Manual"}, ready=0)
     harness.run(NOW)
     harness.inventory.put_pod(_ready_pod("chat-0"))
     deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
@@ -365,11 +367,12 @@ def test_a_pod_change_reaches_status_at_the_next_tick() -> None:
 
 def test_after_a_breach_scale_down_waits_for_the_declared_window_only() -> None:
     from tailguard.api import parse_inference_service
-    from tailguard.reconcile.autoscale import policy_config
+    from tailguard.reconcile.adapt import policy_config
     from tg_testing import manifest
 
     config = policy_config(
-        parse_inference_service(manifest(autoscaling={"scaleDownStabilizationSeconds": 30}))
+        parse_inference_service(manifest(autoscaling={"scaleDownStabilizationSeconds": 30})),
+        rate_window_s=120.0,
     )
     assert config.scale_down_stabilization_s == 30
     assert config.burst_hold_s == 30
@@ -391,3 +394,89 @@ def test_the_policy_reasons_over_the_window_the_rates_are_read_over(monkeypatch:
     harness.add()
     harness.run()
     assert seen == [10.0]
+
+
+def test_the_decision_message_follows_a_material_move_of_the_load() -> None:
+    fake = FakePrometheus(
+        answers(load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1))
+    )
+    harness = Harness(fake)
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.run(NOW)
+    harness.refresh()
+    assert "load 2.0 req/s" in harness.status()["lastDecision"]["message"]
+    fake.answers = answers(load("team-a", "chat", rate=2.1, slow_share=0.0, running=3, waiting=0, pods=1))
+    assert harness.run(NOW + 15).writes == 0, "a wobble of the load is not news"
+    harness.refresh()
+    fake.answers = answers(load("team-a", "chat", rate=10, slow_share=0.0, running=14, waiting=0, pods=1))
+    assert harness.run(NOW + 30).writes == 1
+    assert "load 10.0 req/s" in harness.status()["lastDecision"]["message"]
+
+
+def test_services_with_the_same_interval_share_one_reading() -> None:
+    fake = FakePrometheus()
+    harness = Harness(fake)
+    harness.add("early")
+    assert harness.run(NOW + 1).decided == 1
+    harness.add("late")
+    assert harness.run(NOW + 6).decided == 1, "a new service decides at once"
+    assert harness.run(NOW + 11).decided == 0
+    reads_before = len(fake.queries)
+    assert harness.run(NOW + 16).decided == 2, "both are on the 15 s grid from now on"
+    assert len(fake.queries) - reads_before == len(Signal), "one reading for both"
+    assert [harness.run(NOW + t).decided for t in (21, 26, 31)] == [0, 0, 2]
+
+
+def test_after_a_conflict_the_next_decision_waits_for_the_fresh_copy() -> None:
+    harness = Harness(
+        FakePrometheus(
+            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+        )
+    )
+    harness.add(autoscaling={"maxReplicas": 8})
+    harness.cluster.patch_status(
+        "tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat", {"ready": "0/1"}
+    )
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    view.body["metadata"]["resourceVersion"] = "0"  # older than the object now in the cluster
+    harness.inventory.put_service(view.body)
+    assert harness.run(NOW).writes == 0, "the stale copy's write conflicts"
+    assert harness.run(NOW + 1).decided == 0, "the same stale copy would only conflict again"
+    fresh = harness.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
+    assert fresh is not None
+    body = copy.deepcopy(view.body)
+    body["metadata"]["resourceVersion"] = fresh["metadata"]["resourceVersion"]
+    harness.inventory.put_service(body)  # the watch delivers the object as it now is
+    report = harness.run(NOW + 2)
+    assert (report.decided, report.writes > 0) == (1, True)
+    assert harness.deployment_replicas() > 1
+
+
+class _ApiAnswerError(Exception):
+    def __init__(self, status: int, body: str = "") -> None:
+        super().__init__(f"({status}) {body}")
+        self.status = status
+        self.body = body
+
+
+@pytest.mark.parametrize(
+    ("exc", "gone"),
+    [
+        pytest.param(_ApiAnswerError(404, "not found"), True, id="deleted meanwhile"),
+        pytest.param(
+            _ApiAnswerError(
+                403, "unable to create new content in namespace x because it is being terminated"
+            ),
+            True,
+            id="namespace terminating",
+        ),
+        pytest.param(_ApiAnswerError(403, "cannot patch resource"), False, id="RBAC refusal"),
+        pytest.param(_ApiAnswerError(500, "boom"), False, id="server error"),
+        pytest.param(ValueError("bug"), False, id="a bug"),
+    ],
+)
+def test_a_race_with_a_deletion_is_no_failure(exc: Exception, gone: bool) -> None:
+    from tailguard.reconcile.loop import _gone
+
+    assert _gone(exc) is gone

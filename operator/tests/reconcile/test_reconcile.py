@@ -5,10 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from tailguard.k8s.cluster import FakeCluster
-from tailguard.reconcile.service import reconcile, write_status
+from tailguard.k8s.render import RenderSettings
+from tailguard.reconcile.service import ReconcileResult, reconcile, write_status
+from tailguard.reconcile.timestamps import iso
 from tg_testing import manifest
 
-NOW = "2026-01-01T00:00:00Z"
+NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+SETTINGS = RenderSettings()
+DEPLOYMENT = ("apps/v1", "Deployment", "team-a", "chat")
+ISVC = ("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
+
+
+def _sync(body: dict[str, Any], cluster: FakeCluster, now: float = NOW) -> ReconcileResult:
+    return reconcile(body, cluster, SETTINGS, now=now)
+
+
+def _max_batch_arg(deployment: dict[str, Any]) -> str:
+    args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args[args.index("--max-num-seqs") + 1]
 
 
 def _pod(name: str, *, ready: bool = False, unschedulable: str = "", waiting: str = "") -> dict[str, Any]:
@@ -40,7 +54,7 @@ def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 def test_first_reconcile_creates_children_and_reports() -> None:
     cluster = FakeCluster()
-    result = reconcile(manifest(), cluster, now=NOW)
+    result = _sync(manifest(), cluster)
     assert sorted(k[1] for k in cluster.objects) == ["Deployment", "Service"]
     assert [e.reason for e in result.events] == ["Created", "Created"]
     assert result.status_patch["labelSelector"] == "tailguard.dev/inference-service=chat"
@@ -51,10 +65,10 @@ def test_first_reconcile_creates_children_and_reports() -> None:
 def test_second_reconcile_writes_nothing() -> None:
     cluster = FakeCluster()
     body = manifest()
-    first = reconcile(body, cluster, now=NOW)
+    first = _sync(body, cluster)
     body["status"] = first.status_patch
     applied = len(cluster.applied)
-    second = reconcile(body, cluster, now="2026-01-01T00:01:00Z")
+    second = _sync(body, cluster, NOW + 60)
     assert len(cluster.applied) == applied, "no apply when nothing drifted"
     assert second.status_patch == {}
     assert second.events == []
@@ -64,34 +78,36 @@ def test_pod_monitor_only_where_the_crd_exists() -> None:
     cluster = FakeCluster(
         kinds={("apps/v1", "Deployment"), ("v1", "Service"), ("monitoring.coreos.com/v1", "PodMonitor")}
     )
-    reconcile(manifest(), cluster, now=NOW)
+    _sync(manifest(), cluster)
     assert "PodMonitor" in {k[1] for k in cluster.objects}
 
 
 def test_hand_edit_of_the_template_is_reverted() -> None:
     cluster = FakeCluster()
-    reconcile(manifest(), cluster, now=NOW)
-    key = ("apps/v1", "Deployment", "team-a", "chat")
-    cluster.objects[key]["spec"]["template"]["spec"]["containers"][0]["args"][6] = "999"
-    result = reconcile(manifest(), cluster, now=NOW)
+    _sync(manifest(), cluster)
+    args = cluster.objects[DEPLOYMENT]["spec"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--max-num-seqs") + 1] = "999"
+    assert _max_batch_arg(cluster.objects[DEPLOYMENT]) == "999"
+    result = _sync(manifest(), cluster)
     assert [e.reason for e in result.events] == ["Updated"]
-    assert cluster.objects[key]["spec"]["template"]["spec"]["containers"][0]["args"][6] == "256"
+    assert _max_batch_arg(cluster.objects[DEPLOYMENT]) == "256"
 
 
-def test_scale_in_mode_off_follows_spec_replicas() -> None:
+def test_scale_in_mode_manual_follows_spec_replicas() -> None:
     cluster = FakeCluster()
-    reconcile(manifest(autoscaling={"mode": "Off"}), cluster, now=NOW)
-    reconcile(manifest(autoscaling={"mode": "Off"}, replicas=3), cluster, now=NOW)
-    assert cluster.objects[("apps/v1", "Deployment", "team-a", "chat")]["spec"]["replicas"] == 3
+    _sync(manifest(autoscaling={"mode": "Manual"}), cluster)
+    assert cluster.objects[DEPLOYMENT]["spec"]["replicas"] == 1
+    _sync(manifest(autoscaling={"mode": "Manual"}, replicas=3), cluster)
+    assert cluster.objects[DEPLOYMENT]["spec"]["replicas"] == 3
 
 
 def test_pending_pods_are_reported_unschedulable_with_an_event() -> None:
     cluster = FakeCluster()
-    body = manifest(autoscaling={"mode": "Off"}, replicas=2)
-    reconcile(body, cluster, now=NOW)
+    body = manifest(autoscaling={"mode": "Manual"}, replicas=2)
+    _sync(body, cluster)
     cluster.add(_pod("chat-a", ready=True))
     cluster.add(_pod("chat-b", unschedulable="0/4 nodes are available: 4 Insufficient nvidia.com/gpu."))
-    result = reconcile(body, cluster, now=NOW)
+    result = _sync(body, cluster)
     assert result.status_patch["pendingReplicas"] == 1
     assert _conditions(result.status_patch)["Ready"] == ("False", "Unschedulable")
     assert any(e.type == "Warning" and "Insufficient nvidia.com/gpu" in e.message for e in result.events)
@@ -99,9 +115,9 @@ def test_pending_pods_are_reported_unschedulable_with_an_event() -> None:
 
 def test_missing_secret_is_a_condition_not_a_crash() -> None:
     cluster = FakeCluster()
-    reconcile(manifest(), cluster, now=NOW)
+    _sync(manifest(), cluster)
     cluster.add(_pod("chat-a", waiting="CreateContainerConfigError"))
-    result = reconcile(manifest(), cluster, now=NOW)
+    result = _sync(manifest(), cluster)
     ready = next(c for c in result.status_patch["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "ReplicasFailing"
     assert "Secret" in ready["message"]
@@ -109,7 +125,7 @@ def test_missing_secret_is_a_condition_not_a_crash() -> None:
 
 def test_invalid_spec_applies_nothing_and_says_why() -> None:
     cluster = FakeCluster()
-    result = reconcile(manifest(autoscaling={"minReplicas": 3, "maxReplicas": 1}), cluster, now=NOW)
+    result = _sync(manifest(autoscaling={"minReplicas": 3, "maxReplicas": 1}), cluster)
     assert cluster.objects == {}
     assert _conditions(result.status_patch)["InvalidSpec"] == ("True", "ValidationFailed")
     assert result.events[0].type == "Warning"
@@ -119,28 +135,33 @@ def test_invalid_spec_applies_nothing_and_says_why() -> None:
 def test_status_is_written_only_when_changed() -> None:
     cluster = FakeCluster()
     body = manifest()
-    result = reconcile(body, cluster, now=NOW)
-    write_status(cluster, body, result)
-    assert (
-        cluster.objects[("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")]["status"]["ready"]
-        == "0/1"
-    )
+    write_status(cluster, body, _sync(body, cluster))
+    assert len(cluster.status_patches) == 1
+    assert cluster.objects[ISVC]["status"]["ready"] == "0/1"
+    body["status"] = cluster.objects[ISVC]["status"]
+    body["metadata"]["resourceVersion"] = cluster.objects[ISVC]["metadata"]["resourceVersion"]
+    unchanged = _sync(body, cluster, NOW + 30)
+    write_status(cluster, body, unchanged)
+    assert unchanged.status_patch == {}
+    assert len(cluster.status_patches) == 1, "nothing changed: nothing written"
 
 
 def test_transition_time_kept_while_status_unchanged() -> None:
     cluster = FakeCluster()
     body = manifest()
-    first = reconcile(body, cluster, now=NOW)
+    first = _sync(body, cluster)
     body["status"] = first.status_patch
     cluster.add(_pod("chat-a", ready=False))
-    second = reconcile(body, cluster, now="2026-01-01T00:05:00Z")
-    conditions = second.status_patch.get("conditions", first.status_patch["conditions"])
-    assert all(c["lastTransitionTime"] == NOW for c in conditions)
+    second = _sync(body, cluster, NOW + 300)
+    assert "conditions" in second.status_patch, "a starting replica changes the Ready message"
+    ready = next(c for c in second.status_patch["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["message"]) == ("False", "0/1 replicas ready, 1 starting")
+    assert {c["lastTransitionTime"] for c in second.status_patch["conditions"]} == {iso(NOW)}
 
 
 def test_resync_leaves_replicas_owned_by_another_writer_alone() -> None:
     cluster = FakeCluster()
-    reconcile(manifest(), cluster, now=NOW)
+    _sync(manifest(), cluster)
     key = ("apps/v1", "Deployment", "team-a", "chat")
     cluster.objects[key]["spec"]["replicas"] = 5
     cluster.objects[key]["metadata"]["managedFields"] = [
@@ -150,7 +171,7 @@ def test_resync_leaves_replicas_owned_by_another_writer_alone() -> None:
             "fieldsV1": {"f:spec": {"f:replicas": {}}},
         }
     ]
-    result = reconcile(manifest(), cluster, now=NOW)
+    result = _sync(manifest(), cluster)
     assert cluster.objects[key]["spec"]["replicas"] == 5
     assert result.events == []
 

@@ -8,7 +8,7 @@ from reconcile.test_loop import NOW, Harness, answers, load
 from tailguard import policy
 from tailguard.api import parse_inference_service
 from tailguard.metrics.prometheus import FakePrometheus
-from tailguard.reconcile.autoscale import policy_config
+from tailguard.reconcile.adapt import policy_config
 from tg_testing import manifest
 
 # NOW is Friday 2027-01-15 08:00 UTC.
@@ -24,10 +24,10 @@ def test_the_spec_windows_reach_the_policy_as_plain_records() -> None:
     isvc = parse_inference_service(
         manifest(autoscaling={"maxReplicas": 8, "schedules": [{**FRIDAY_PEAK, "timeZone": "Europe/Berlin"}]})
     )
-    assert policy_config(isvc).schedules == (
+    assert policy_config(isvc, rate_window_s=120.0).schedules == (
         policy.ScheduleWindow("friday-peak", "0 9 * * FRI", 7200.0, 4, "Europe/Berlin"),
     )
-    assert policy_config(parse_inference_service(manifest())).schedules == ()
+    assert policy_config(parse_inference_service(manifest()), rate_window_s=120.0).schedules == ()
 
 
 def test_an_open_window_scales_a_quiet_service_to_its_floor() -> None:

@@ -174,7 +174,7 @@ def render_reference() -> str:
         "it as a label.",
         f"- `/status` subresource: the operator writes `status`; `/scale` reads `{scale['specReplicasPath']}`"
         f" and `{scale['statusReplicasPath']}` with selector `{scale['labelSelectorPath']}`, so "
-        "`kubectl scale`, an HPA or KEDA can drive `spec.replicas` when `autoscaling.mode` is `Off` or "
+        "`kubectl scale`, an HPA or KEDA can drive `spec.replicas` when `autoscaling.mode` is `Manual` or "
         "`DryRun`.",
         "",
         "## Rules across fields",

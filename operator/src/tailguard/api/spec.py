@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from tailguard import cron
 from tailguard.api.rules import CrossFieldRule
@@ -165,7 +165,21 @@ class SLOSpec(ApiModel):
 class AutoscalingMode(StrEnum):
     AUTO = "Auto"
     DRY_RUN = "DryRun"
-    OFF = "Off"
+    MANUAL = "Manual"
+
+
+#: The name ``Manual`` had before; still accepted when quoted (YAML reads a bare ``Off`` as false).
+LEGACY_MANUAL_MODE = "Off"
+MODE_WORDING = (
+    'write mode: Manual (YAML reads a bare Off as the boolean false; the old value works only quoted, "Off")'
+)
+
+
+def _mode_value(value: Any) -> Any:
+    """The mode as written, with the legacy ``"Off"`` read as Manual and a YAML boolean explained."""
+    if isinstance(value, bool):
+        raise ValueError(f"mode is the boolean {str(value).lower()}: {MODE_WORDING}")
+    return AutoscalingMode.MANUAL if value == LEGACY_MANUAL_MODE else value
 
 
 class MaxBatchSpec(ApiModel):
@@ -244,10 +258,12 @@ class ScheduleSpec(ApiModel):
 class AutoscalingSpec(ApiModel):
     """How tailguard sizes the service."""
 
-    mode: AutoscalingMode = Field(
+    mode: Annotated[AutoscalingMode, BeforeValidator(_mode_value)] = Field(
         default=AutoscalingMode.AUTO,
         description="Auto: tailguard sets replicas and max batch. DryRun: it decides and reports, "
-        "spec.replicas applies. Off: spec.replicas applies (kubectl scale, HPA or KEDA via /scale).",
+        "spec.replicas applies. Manual: spec.replicas applies (kubectl scale, HPA or KEDA via /scale). "
+        '"Off" (quoted) is the former name of Manual.',
+        json_schema_extra={"enum": [*AutoscalingMode, LEGACY_MANUAL_MODE]},
     )
     min_replicas: int = Field(default=1, ge=1, le=1000, description="Fewest replicas in mode Auto.")
     max_replicas: int = Field(default=4, ge=1, le=1000, description="Most replicas in mode Auto.")
@@ -343,7 +359,8 @@ class InferenceServiceSpec(ApiModel):
         default=1,
         ge=0,
         le=1000,
-        description="Replicas when autoscaling.mode is Off or DryRun; the target of the /scale subresource.",
+        description="Replicas when autoscaling.mode is Manual or DryRun; the target of the /scale "
+        "subresource.",
     )
     slo: SLOSpec = Field(default_factory=SLOSpec, description="Latency objectives and goodput target.")
     autoscaling: AutoscalingSpec = Field(

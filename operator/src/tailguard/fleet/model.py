@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tailguard.metrics.results import ServiceKey
 from tailguard.sim.engine import Engine
 from tailguard.sim.exposition import render
 from tailguard.sim.profiles import EngineProfile
 from tailguard.sim.synthetic import SHAREGPT, TokenMix
 
-ServiceKey = tuple[str, str]  # (namespace, InferenceService name)
 PodKey = tuple[str, str]  # (namespace, pod name)
 
 
@@ -38,7 +38,7 @@ class _Replica:
 
 
 @dataclass
-class Fleet:
+class PodFleet:
     """Simulated engines behind the pods of every InferenceService."""
 
     profile: EngineProfile

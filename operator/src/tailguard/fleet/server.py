@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tailguard.fleet.model import Fleet, PodInfo
+from tailguard.fleet.model import PodFleet, PodInfo
 from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL, SERVICE_LABEL
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.synthetic import MIXES
@@ -49,9 +49,9 @@ def pod_info(pod: dict[str, Any]) -> PodInfo | None:
 
 
 class FleetServer:
-    """Threads around a :class:`Fleet`: pod polling, the clock, HTTP, and the discovery file."""
+    """Threads around a :class:`PodFleet`: pod polling, the clock, HTTP, and the discovery file."""
 
-    def __init__(self, fleet: Fleet, *, host: str, port: int, sd_file: Path, list_pods: Any) -> None:
+    def __init__(self, fleet: PodFleet, *, host: str, port: int, sd_file: Path, list_pods: Any) -> None:
         self.fleet = fleet
         self.lock = threading.Lock()
         self.sd_file = sd_file
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         items: list[dict[str, Any]] = client.ApiClient().sanitize_for_serialization(pods).get("items", [])  # type: ignore[no-untyped-call]
         return items
 
-    fleet = Fleet(get_profile(args.profile), mix=MIXES[args.mix], seed=args.seed)
+    fleet = PodFleet(get_profile(args.profile), mix=MIXES[args.mix], seed=args.seed)
     for spec in args.rate:
         target, _, rate = spec.partition("=")
         namespace, _, service = target.partition("/")

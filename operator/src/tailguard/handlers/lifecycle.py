@@ -2,82 +2,111 @@
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
-from tailguard.api import DEFAULT_VLLM_IMAGE, GROUP, PLURAL, VERSION
+from tailguard.api import GROUP, PLURAL, VERSION
 from tailguard.k8s.cluster import ClusterAPI, object_reference
 from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL
+from tailguard.k8s.render import RenderSettings
 from tailguard.reconcile.inventory import Inventory
-from tailguard.reconcile.loop import iso
 from tailguard.reconcile.service import reconcile, write_status
+from tailguard.reconcile.timestamps import Clock
 
 
-class Wiring:
-    """What the handlers need; set once by :func:`tailguard.handlers.main.run_operator` or a test."""
-
-    cluster: ClusterAPI | None = None
-    inventory: Inventory = Inventory()
-    clock: Any = None
-    default_image: str = DEFAULT_VLLM_IMAGE
-
-
-def configure(cluster: ClusterAPI, inventory: Inventory, clock: Any, *, default_image: str) -> None:
-    """Set the API adapter, the shared inventory, the clock and the default vLLM image before kopf starts.
-
-    ``default_image`` must be the control loop's too, or the two would roll replicas back and forth.
-    """
-    Wiring.cluster, Wiring.inventory, Wiring.clock = cluster, inventory, clock
-    Wiring.default_image = default_image
+def configure_kopf(settings: kopf.OperatorSettings) -> None:
+    """kopf's own settings for tailguard."""
+    # Durable handler progress goes to annotations: our status schema has no room for kopf's.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="tailguard.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="tailguard.dev", key="last-handled-configuration"
+    )
+    # Only warnings become Events automatically; tailguard posts its own explanatory Events.
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 8
+    settings.watching.server_timeout = 300
 
 
-def _sync(body: kopf.Body) -> None:
-    cluster = Wiring.cluster
-    assert cluster is not None, "configure() must run before the handlers"
-    result = reconcile(body, cluster, now=iso(Wiring.clock()), default_image=Wiring.default_image)
-    # Unconditional: kopf's own annotation patches change the resourceVersion under every handler,
-    # so a conditional write here would mostly retry. If it overwrites a condition the control
-    # loop just set, the loop sees the difference at its next cycle and writes it again.
-    write_status(cluster, body, result, conditional=False)
-    for note in result.events:
-        cluster.post_event(object_reference(dict(body)), note.type, note.reason, note.message)
+@dataclass(frozen=True)
+class SpecHandlers:
+    """The handlers' collaborators: the API adapter, the inventory they feed, the clock, and the
+    render settings (the control loop's too, or the two would roll replicas back and forth)."""
 
+    cluster: ClusterAPI
+    inventory: Inventory
+    clock: Clock
+    render: RenderSettings
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def on_spec(body: kopf.Body, **_: Any) -> None:
-    """Render and apply the children whenever the spec is new or changed."""
-    _sync(body)
+    def sync(self, body: kopf.Body) -> None:
+        """Render and apply one InferenceService's children, write its status, post its events."""
+        result = reconcile(body, self.cluster, self.render, now=self.clock())
+        # Unconditional: kopf's own annotation patches change the resourceVersion under every handler,
+        # so a conditional write here would mostly retry. If it overwrites a condition the control
+        # loop just set, the loop sees the difference at its next cycle and writes it again.
+        write_status(self.cluster, body, result, conditional=False)
+        for note in result.events:
+            self.cluster.post_event(object_reference(dict(body)), note.type, note.reason, note.message)
 
+    def track_service(self, event: kopf.RawEvent) -> None:
+        """Keep the inventory's copy of an InferenceService current."""
+        body: dict[str, Any] = dict(event["object"])
+        meta: dict[str, Any] = body.get("metadata") or {}
+        if event["type"] == "DELETED":
+            self.inventory.drop_service((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+        else:
+            self.inventory.put_service(body)
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
-def track_service(event: kopf.RawEvent, **_: Any) -> None:
-    """Keep the inventory's copy of each InferenceService current."""
-    body: dict[str, Any] = dict(event["object"])
-    meta: dict[str, Any] = body.get("metadata") or {}
-    if event["type"] == "DELETED":
-        Wiring.inventory.drop_service((str(meta.get("namespace", "")), str(meta.get("name", ""))))
-    else:
-        Wiring.inventory.put_service(body)
+    def track_deployment(self, event: kopf.RawEvent) -> None:
+        """Keep the inventory's copy of a managed Deployment current."""
+        body: dict[str, Any] = dict(event["object"])
+        if event["type"] == "DELETED":
+            self.inventory.drop_deployment(body)
+        else:
+            self.inventory.put_deployment(body)
 
+    def track_pod(self, event: kopf.RawEvent) -> None:
+        """Keep the inventory's copy of a vLLM pod current."""
+        body: dict[str, Any] = dict(event["object"])
+        if event["type"] == "DELETED":
+            self.inventory.drop_pod(body)
+        else:
+            self.inventory.put_pod(body)
 
-@kopf.on.event("apps", "v1", "deployments", labels={MANAGED_BY_LABEL: MANAGED_BY})
-def track_deployment(event: kopf.RawEvent, **_: Any) -> None:
-    """Keep the inventory's copy of each managed Deployment current."""
-    body: dict[str, Any] = dict(event["object"])
-    if event["type"] == "DELETED":
-        Wiring.inventory.drop_deployment(body)
-    else:
-        Wiring.inventory.put_deployment(body)
+    def registry(self) -> kopf.OperatorRegistry:
+        """A kopf registry holding tailguard's handlers, bound to this object (no global state)."""
+        registry = kopf.OperatorRegistry()
+        managed = {MANAGED_BY_LABEL: MANAGED_BY}
 
+        @kopf.on.startup(registry=registry)
+        def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+            configure_kopf(settings)
 
-@kopf.on.event("", "v1", "pods", labels={MANAGED_BY_LABEL: MANAGED_BY})
-def track_pod(event: kopf.RawEvent, **_: Any) -> None:
-    """Keep the inventory's copy of each vLLM pod current."""
-    body: dict[str, Any] = dict(event["object"])
-    if event["type"] == "DELETED":
-        Wiring.inventory.drop_pod(body)
-    else:
-        Wiring.inventory.put_pod(body)
+        # A registry of one's own has none of kopf's default login handlers: log in as the client
+        # library does (kubeconfig or in-cluster service account).
+        @kopf.on.login(registry=registry)
+        def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+            return kopf.login_via_client(**kwargs)
+
+        # The ids are kopf's keys for handler progress in annotations: keep them stable.
+        @kopf.on.resume(GROUP, VERSION, PLURAL, id="on_spec", registry=registry)
+        @kopf.on.create(GROUP, VERSION, PLURAL, id="on_spec", registry=registry)
+        @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", id="on_spec", registry=registry)
+        def on_spec(body: kopf.Body, **_: Any) -> None:
+            self.sync(body)
+
+        @kopf.on.event(GROUP, VERSION, PLURAL, id="track_service", registry=registry)
+        def track_service(event: kopf.RawEvent, **_: Any) -> None:
+            self.track_service(event)
+
+        @kopf.on.event("apps", "v1", "deployments", labels=managed, id="track_deployment", registry=registry)
+        def track_deployment(event: kopf.RawEvent, **_: Any) -> None:
+            self.track_deployment(event)
+
+        @kopf.on.event("", "v1", "pods", labels=managed, id="track_pod", registry=registry)
+        def track_pod(event: kopf.RawEvent, **_: Any) -> None:
+            self.track_pod(event)
+
+        return registry

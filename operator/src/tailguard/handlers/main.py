@@ -2,58 +2,29 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import gc
 import logging
 import os
 import pwd
 import socket
 import time
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
 
+from tailguard.handlers.lifecycle import SpecHandlers
+from tailguard.handlers.settings import OperatorSettings
 from tailguard.k8s.cluster import KubernetesCluster, object_reference
 from tailguard.k8s.labels import FIELD_MANAGER
-from tailguard.metrics.prometheus import HttpPrometheus, PrometheusSettings
-from tailguard.metrics.promql import QueryScope
+from tailguard.metrics.prometheus import HttpPrometheus
 from tailguard.reconcile.inventory import Inventory
 from tailguard.reconcile.loop import ControlLoop
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 
 log = logging.getLogger("tailguard")
-
-
-@kopf.on.startup()
-def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
-    # Durable handler progress goes to annotations: our status schema has no room for kopf's.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="tailguard.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="tailguard.dev", key="last-handled-configuration"
-    )
-    # Only warnings become Events automatically; tailguard posts its own explanatory Events.
-    settings.posting.level = logging.WARNING
-    settings.execution.max_workers = 8
-    settings.watching.server_timeout = 300
-
-
-def prometheus_settings(args: argparse.Namespace) -> PrometheusSettings:
-    """Prometheus access from the command line and the environment."""
-    token = Path(args.prometheus_token_file).read_text().strip() if args.prometheus_token_file else None
-    basic = None
-    if args.prometheus_username:
-        basic = (args.prometheus_username, os.environ.get("TAILGUARD_PROMETHEUS_PASSWORD", ""))
-    return PrometheusSettings(
-        url=args.prometheus_url,
-        bearer_token=token,
-        basic_auth=basic,
-        ca_file=args.prometheus_ca_file,
-        timeout_s=args.prometheus_timeout,
-    )
 
 
 def operator_identity(environ: Mapping[str, str] = os.environ) -> str:
@@ -76,19 +47,17 @@ def operator_identity(environ: Mapping[str, str] = os.environ) -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = None) -> None:
+async def run_async(settings: OperatorSettings, *, stop: asyncio.Event | None = None) -> None:
     """Run kopf and the control loop until ``stop`` is set (or forever)."""
-    from tailguard.handlers import lifecycle
-
     stop = stop or asyncio.Event()
     cluster = KubernetesCluster(FIELD_MANAGER)
     inventory = Inventory()
-    lifecycle.configure(cluster, inventory, time.time, default_image=args.default_vllm_image)
+    handlers = SpecHandlers(cluster=cluster, inventory=inventory, clock=time.time, render=settings.render)
     telemetry = Telemetry()
-    if args.metrics_port:
-        start_http_server(args.metrics_port, addr=args.listen_address, registry=telemetry.registry)
-    namespaces = list(args.namespaces) if args.namespaces and not args.all_namespaces else []
-    prometheus = HttpPrometheus(prometheus_settings(args))
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, addr=settings.listen_address, registry=telemetry.registry)
+    namespaces = list(settings.namespaces)
+    prometheus = HttpPrometheus(settings.prometheus)
 
     def post_event(namespace: str, name: str, note: EventNote) -> None:
         body = inventory.view((namespace, name))
@@ -99,12 +68,17 @@ async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = No
         inventory=inventory,
         cluster=cluster,
         prometheus=prometheus,
-        scope=QueryScope(namespaces=tuple(namespaces), rate_window=args.rate_window),
+        scope=settings.scope,
         telemetry=telemetry,
         post_event=post_event,
-        default_image=args.default_vllm_image,
+        render=settings.render,
+        clock=time.time,
     )
-    liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None
+    liveness = (
+        f"http://{settings.listen_address}:{settings.liveness_port}/healthz"
+        if settings.liveness_port
+        else None
+    )
     kopf_stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def stop_kopf_when_told() -> None:
@@ -115,6 +89,7 @@ async def run_async(args: argparse.Namespace, *, stop: asyncio.Event | None = No
     async def kopf_then_stop() -> None:
         try:
             await kopf.operator(
+                registry=handlers.registry(),
                 standalone=True,
                 # kopf's Identity is a NewType of str that kopf does not export.
                 identity=operator_identity(),  # type: ignore[arg-type]
@@ -142,22 +117,36 @@ def _widen_connection_pool(size: int = 32) -> None:
     client.Configuration.set_default(settings)
 
 
-def run_operator(args: argparse.Namespace) -> int:
+#: The collector's thresholds for the operator process (Python's default: 700, 10, 10).
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def _collect_garbage_less_often() -> None:
+    """Fewer, larger collections: the operator holds every service, Deployment and pod it watches,
+    and each Prometheus reading allocates tens of thousands of short-lived objects; with the
+    default thresholds the cyclic collector kept walking the long-lived heap during readings (about
+    40% of a steady cycle's CPU in-process at 500 services). Objects without cycles are still freed
+    at once by reference counting."""
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+def run_operator(settings: OperatorSettings) -> int:
     """Run the operator until interrupted; returns the process exit code."""
     from kubernetes import config
 
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if settings.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if not args.verbose:
+    if not settings.verbose:
         # One line per Prometheus query and per handler run drowns what matters.
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     config.load_config()  # type: ignore[no-untyped-call]
     _widen_connection_pool()
+    _collect_garbage_less_often()
     try:
-        asyncio.run(run_async(args))
+        asyncio.run(run_async(settings))
     except KeyboardInterrupt:
         log.info("stopped")
     return 0

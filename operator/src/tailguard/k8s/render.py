@@ -6,13 +6,13 @@ Nothing here talks to the API server; the same functions back ``tailguard render
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
 from tailguard.api import DEFAULT_VLLM_IMAGE, InferenceService
 from tailguard.api.resource import API_VERSION, KIND
+from tailguard.k8s.cluster import Manifest
 from tailguard.k8s.labels import PROMETHEUS_SERVICE_LABEL, SERVICE_LABEL, common_labels, selector_labels
-
-Manifest = dict[str, Any]
 
 HTTP_PORT: Final = 8000
 PORT_NAME: Final = "http"
@@ -20,6 +20,17 @@ CONTAINER_NAME: Final = "vllm"
 #: Seconds between the end of vLLM's drain and SIGKILL, for the process to exit cleanly.
 GRACE_MARGIN_S: Final = 15
 STARTUP_PROBE_PERIOD_S: Final = 10
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """What the operator adds to every rendering beyond the InferenceService itself."""
+
+    #: The vLLM image of a spec that names none. Resolved at every rendering, never stored in the
+    #: object: a new default rolls every service that names no image at its next reconcile.
+    default_image: str = DEFAULT_VLLM_IMAGE
+    #: Render a PodMonitor too (clusters with the Prometheus Operator).
+    pod_monitor: bool = True
 
 
 def owner_reference(isvc: InferenceService) -> Manifest | None:
@@ -48,7 +59,7 @@ def _metadata(isvc: InferenceService) -> Manifest:
     return meta
 
 
-def vllm_args(isvc: InferenceService, max_num_seqs: int) -> list[str]:
+def vllm_args(isvc: InferenceService, max_batch: int) -> list[str]:
     """Arguments of ``vllm serve`` (the image's entrypoint), model first."""
     engine = isvc.spec.engine
     args = [
@@ -58,7 +69,7 @@ def vllm_args(isvc: InferenceService, max_num_seqs: int) -> list[str]:
         "--port",
         str(HTTP_PORT),
         "--max-num-seqs",
-        str(max_num_seqs),
+        str(max_batch),
         "--max-num-batched-tokens",
         str(engine.max_num_batched_tokens),
         "--gpu-memory-utilization",
@@ -73,14 +84,9 @@ def vllm_args(isvc: InferenceService, max_num_seqs: int) -> list[str]:
     return args + list(engine.extra_args)
 
 
-def vllm_image(isvc: InferenceService, default_image: str = DEFAULT_VLLM_IMAGE) -> str:
-    """The image the replicas run: ``spec.engine.image`` when set, else the operator's default.
-
-    The default is resolved at every rendering, not stored in the object: when the operator's default
-    changes, the Deployment of every service that names no image differs from its rendering and is
-    rolled at its next reconcile, while an unchanged default renders the same image and writes nothing.
-    """
-    return isvc.spec.engine.image or default_image
+def vllm_image(isvc: InferenceService, settings: RenderSettings) -> str:
+    """The image the replicas run: ``spec.engine.image`` when set, else the operator's default."""
+    return isvc.spec.engine.image or settings.default_image
 
 
 def _env(isvc: InferenceService) -> list[Manifest]:
@@ -151,19 +157,16 @@ def _resources(isvc: InferenceService) -> Manifest:
 
 
 def render_deployment(
-    isvc: InferenceService, *, replicas: int, max_num_seqs: int, default_image: str = DEFAULT_VLLM_IMAGE
+    isvc: InferenceService, replicas: int, max_batch: int, settings: RenderSettings
 ) -> Manifest:
-    """The vLLM Deployment for ``isvc`` at the given size and max batch.
-
-    ``default_image`` is the operator's default vLLM image, used when the spec names none.
-    """
+    """The vLLM Deployment for ``isvc`` at ``replicas`` replicas running ``max_batch`` (--max-num-seqs)."""
     name = isvc.metadata.name
     volumes, mounts = _volumes(isvc)
     engine = isvc.spec.engine
     container: Manifest = {
         "name": CONTAINER_NAME,
-        "image": vllm_image(isvc, default_image),
-        "args": vllm_args(isvc, max_num_seqs),
+        "image": vllm_image(isvc, settings),
+        "args": vllm_args(isvc, max_batch),
         "ports": [{"name": PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": _resources(isvc),
         "volumeMounts": mounts,
@@ -253,33 +256,12 @@ def _label_name(key: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in key)
 
 
-def desired_replicas_and_batch(isvc: InferenceService) -> tuple[int, int]:
-    """Replicas and max batch to run now.
-
-    In mode Auto, the autoscaler's last applied choice (kept in status), within bounds; otherwise the spec.
-    """
-    spec = isvc.spec
-    status = isvc.status
-    if spec.autoscaling.mode == "Auto":
-        low, high = spec.autoscaling.min_replicas, spec.autoscaling.max_replicas
-        replicas = status.desired_replicas if status.desired_replicas is not None else spec.replicas
-        replicas = min(max(replicas, low), high)
-        batch = status.max_num_seqs if status.max_num_seqs is not None else spec.engine.max_num_seqs
-        batch = min(max(batch, spec.autoscaling.max_batch.min), spec.autoscaling.max_batch.max)
-        if not spec.autoscaling.max_batch.enabled:
-            batch = spec.engine.max_num_seqs
-        return replicas, batch
-    return spec.replicas, spec.engine.max_num_seqs
-
-
 def render_all(
-    isvc: InferenceService, *, with_pod_monitor: bool = True, default_image: str = DEFAULT_VLLM_IMAGE
+    isvc: InferenceService, replicas: int, max_batch: int, settings: RenderSettings
 ) -> list[Manifest]:
-    """Every object the operator creates for ``isvc``, in apply order."""
-    replicas, batch = desired_replicas_and_batch(isvc)
-    deployment = render_deployment(isvc, replicas=replicas, max_num_seqs=batch, default_image=default_image)
-    objects = [deployment, render_service(isvc)]
-    if with_pod_monitor:
+    """Every object the operator creates for ``isvc`` at the given size, in apply order."""
+    objects = [render_deployment(isvc, replicas, max_batch, settings), render_service(isvc)]
+    if settings.pod_monitor:
         objects.append(render_pod_monitor(isvc))
     return objects
 
@@ -287,7 +269,7 @@ def render_all(
 __all__ = [
     "SERVICE_LABEL",
     "Manifest",
-    "desired_replicas_and_batch",
+    "RenderSettings",
     "owner_reference",
     "render_all",
     "render_deployment",

@@ -28,7 +28,6 @@ class SeriesByService:
 
     values: dict[ServiceKey, float] = field(default_factory=dict)
     buckets: dict[ServiceKey, list[tuple[float, float]]] = field(default_factory=dict)
-    times: dict[ServiceKey, float] = field(default_factory=dict)
     duplicates: int = 0
 
 
@@ -54,9 +53,7 @@ def group_vector(
             grouped.duplicates += 1
             continue
         seen.add((key, le))
-        timestamp, raw = series.get("value") or (math.nan, "NaN")
-        value = parse_sample_value(raw)
-        grouped.times[key] = max(grouped.times.get(key, -math.inf), parse_sample_value(timestamp))
+        value = parse_sample_value((series.get("value") or (math.nan, "NaN"))[1])
         if le is None:
             grouped.values[key] = value
         else:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailguard.api import DEFAULT_VLLM_IMAGE, InferenceService
+from tailguard.api import InferenceService
 from tailguard.k8s.cluster import ClusterAPI, Manifest
 from tailguard.k8s.labels import FIELD_MANAGER
-from tailguard.k8s.render import render_all
+from tailguard.k8s.render import RenderSettings, render_all, render_deployment
 from tailguard.reconcile.diff import is_subset
+from tailguard.reconcile.sizing import RunningSize
 
 POD_MONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
 
@@ -21,6 +23,11 @@ class ChildrenOutcome:
     deployment: Manifest | None = None
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+
+    @property
+    def writes(self) -> int:
+        """API writes made."""
+        return len(self.created) + len(self.updated)
 
 
 def foreign_replica_writers(deployment: dict[str, Any] | None) -> list[str]:
@@ -38,45 +45,55 @@ def foreign_replica_writers(deployment: dict[str, Any] | None) -> list[str]:
     return sorted(set(writers))
 
 
+def _apply_if_drifted(
+    api: ClusterAPI, desired: Manifest, live: Manifest | None, outcome: ChildrenOutcome
+) -> Manifest | None:
+    """Apply ``desired`` when ``live`` lacks any of it; returns the object as it now stands."""
+    label = f"{desired['kind']}/{desired['metadata']['name']}"
+    if desired["kind"] == "Deployment" and foreign_replica_writers(live):
+        desired["spec"].pop("replicas", None)  # an HPA or KEDA owns them: do not fight
+    if live is None:
+        outcome.created.append(label)
+        return api.apply(desired)
+    if not is_subset(desired, live):
+        outcome.updated.append(label)
+        return api.apply(desired)
+    return live
+
+
 def sync_children(
-    isvc: InferenceService,
-    api: ClusterAPI,
-    *,
-    from_view: bool = False,
-    known_deployment: Manifest | None = None,
-    default_image: str = DEFAULT_VLLM_IMAGE,
+    isvc: InferenceService, api: ClusterAPI, size: RunningSize, settings: RenderSettings
 ) -> ChildrenOutcome:
-    """Apply every child whose live state differs from its rendering; skip writes that change nothing.
+    """Read every child and apply each whose live state differs from its rendering at ``size``.
 
     Hand edits to fields tailguard sets (the pod template included) are reverted by the apply.
     Replicas are the exception when another field manager owns them (an HPA, KEDA): tailguard
-    leaves them alone rather than fight, and the control loop reports it.
-
-    With ``from_view``, ``known_deployment`` is the live Deployment (None: known to be absent), only
-    the Deployment is synced and nothing is read: the periodic resync works from the watch-fed view.
-
-    ``default_image`` is the operator's default vLLM image, for a spec that names none; every caller
-    must pass the same one, or the callers would roll the replicas back and forth between theirs.
+    leaves them alone rather than fight, and the control loop reports it. The PodMonitor is
+    rendered only where its CRD is served.
     """
     outcome = ChildrenOutcome()
-    with_pod_monitor = not from_view and api.serves(*POD_MONITOR)
-    for desired in render_all(isvc, with_pod_monitor=with_pod_monitor, default_image=default_image):
+    settings = dataclasses.replace(settings, pod_monitor=settings.pod_monitor and api.serves(*POD_MONITOR))
+    for desired in render_all(isvc, size.replicas, size.max_batch, settings):
         meta = desired["metadata"]
-        if from_view and desired["kind"] != "Deployment":
-            continue
-        if from_view:
-            live = known_deployment
-        else:
-            live = api.get(desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"])
-        label = f"{desired['kind']}/{meta['name']}"
-        if desired["kind"] == "Deployment" and foreign_replica_writers(live):
-            desired["spec"].pop("replicas", None)
-        if live is None:
-            live = api.apply(desired)
-            outcome.created.append(label)
-        elif not is_subset(desired, live):
-            live = api.apply(desired)
-            outcome.updated.append(label)
+        live = api.get(desired["apiVersion"], desired["kind"], meta["namespace"], meta["name"])
+        live = _apply_if_drifted(api, desired, live, outcome)
         if desired["kind"] == "Deployment":
             outcome.deployment = live
+    return outcome
+
+
+def sync_deployment(
+    isvc: InferenceService,
+    api: ClusterAPI,
+    size: RunningSize,
+    settings: RenderSettings,
+    live: Manifest | None,
+) -> ChildrenOutcome:
+    """Apply the Deployment at ``size`` if ``live`` (the watch-fed copy; None: absent) differs from it.
+
+    Reads nothing: the periodic resync and the control loop's actions work from the inventory.
+    """
+    outcome = ChildrenOutcome()
+    desired = render_deployment(isvc, size.replicas, size.max_batch, settings)
+    outcome.deployment = _apply_if_drifted(api, desired, live, outcome)
     return outcome

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
+from tailguard.k8s.cluster import Manifest
 from tailguard.k8s.labels import SERVICE_LABEL
-
-Manifest = dict[str, Any]
-Key = tuple[str, str]  # (namespace, name)
+from tailguard.metrics.results import ServiceKey
 
 
 @dataclass
@@ -25,12 +23,12 @@ class ServiceView:
     pods: dict[str, Manifest] = field(default_factory=dict)
 
 
-def _key(obj: Manifest) -> Key:
+def _key(obj: Manifest) -> ServiceKey:
     meta = obj.get("metadata") or {}
     return (str(meta.get("namespace", "")), str(meta.get("name", "")))
 
 
-def _owner(obj: Manifest) -> Key | None:
+def _owner(obj: Manifest) -> ServiceKey | None:
     meta = obj.get("metadata") or {}
     service = (meta.get("labels") or {}).get(SERVICE_LABEL)
     return (str(meta.get("namespace", "")), service) if service else None
@@ -40,15 +38,15 @@ class Inventory:
     """Latest state of what tailguard manages; event handlers write, the loop reads snapshots."""
 
     def __init__(self) -> None:
-        self._services: dict[Key, Manifest] = {}
-        self._deployments: dict[Key, Manifest] = {}
-        self._pods: dict[Key, dict[str, Manifest]] = {}
-        self._dirty: set[Key] = set()
+        self._services: dict[ServiceKey, Manifest] = {}
+        self._deployments: dict[ServiceKey, Manifest] = {}
+        self._pods: dict[ServiceKey, dict[str, Manifest]] = {}
+        self._dirty: set[ServiceKey] = set()
 
     def put_service(self, body: Manifest) -> None:
         self._services[_key(body)] = copy.deepcopy(body)
 
-    def drop_service(self, key: Key) -> None:
+    def drop_service(self, key: ServiceKey) -> None:
         self._services.pop(key, None)
 
     def put_deployment(self, body: Manifest) -> None:
@@ -75,20 +73,20 @@ class Inventory:
             self._pods.get(owner, {}).pop(_key(body)[1], None)
             self._dirty.add(owner)
 
-    def take_changed(self) -> set[Key]:
+    def take_changed(self) -> set[ServiceKey]:
         """Services whose Deployment or pods changed since the last call (and forget them)."""
         changed, self._dirty = self._dirty, set()
         return changed
 
-    def mark_changed(self, keys: set[Key]) -> None:
+    def mark_changed(self, keys: set[ServiceKey]) -> None:
         """Keep services marked for the next :meth:`take_changed`."""
         self._dirty |= keys
 
-    def keys(self) -> list[Key]:
+    def keys(self) -> list[ServiceKey]:
         """Every known InferenceService, sorted."""
         return sorted(self._services)
 
-    def view(self, key: Key) -> ServiceView | None:
+    def view(self, key: ServiceKey) -> ServiceView | None:
         """One service's current view, or None when it is gone.
 
         The objects are shared, not copied (a cycle over hundreds of services would spend most of

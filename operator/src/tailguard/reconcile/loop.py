@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import logging
 import math
@@ -18,29 +17,31 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from tailguard.api import (
     API_VERSION,
-    DEFAULT_VLLM_IMAGE,
     KIND,
     AutoscalingMode,
     InferenceService,
     InvalidResourceError,
     parse_inference_service,
 )
-from tailguard.k8s.cluster import ClusterAPI, ConflictError
+from tailguard.k8s.cluster import ClusterAPI, ConflictError, Manifest
 from tailguard.k8s.labels import POLICY_STATE_ANNOTATION
+from tailguard.k8s.render import RenderSettings
+from tailguard.metrics.figures import MetricsReading, figures_for, read_metrics
 from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope, all_queries
-from tailguard.metrics.signals import Cycle, read_cycle, signals_for
+from tailguard.metrics.results import ServiceKey
 from tailguard.policy import PolicyState
-from tailguard.reconcile.autoscale import AutoscaleInput, AutoscaleResult, autoscale, record_telemetry
-from tailguard.reconcile.children import sync_children
-from tailguard.reconcile.inventory import Inventory, Key, ServiceView
-from tailguard.reconcile.service import reconcile, write_status
+from tailguard.reconcile.adapt import slo_seconds
+from tailguard.reconcile.autoscale import AutoscaleInput, AutoscaleResult, autoscale
+from tailguard.reconcile.children import sync_deployment
+from tailguard.reconcile.inventory import Inventory, ServiceView
+from tailguard.reconcile.service import LiveChildren, reconcile, write_status
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
+from tailguard.reconcile.timestamps import Clock, in_turn
 from tailguard.reconcile.workload import observe_workload
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,6 @@ DECISIONS_PER_SLICE = 25
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
 
-def iso(ts: float) -> str:
-    """A Unix time as RFC 3339 (UTC, seconds)."""
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass
 class CycleReport:
     """What one cycle did (for tests, logs and the benchmark)."""
@@ -75,17 +71,70 @@ class CycleReport:
     errors: list[str] = field(default_factory=list)
 
 
+@dataclass
+class ServiceRecord:
+    """What the loop remembers about one service between cycles."""
+
+    #: When its Deployment and status were last resynced.
+    resynced_at: float
+    #: When it was last decided for (None: never).
+    decided_at: float | None = None
+    #: The policy's state after the last decision (None: read it from the annotation).
+    state: PolicyState | None = None
+    #: When the state was last written to its annotation.
+    persisted_at: float = -math.inf
+    #: The body the spec was last parsed from (bodies are replaced, never mutated, so identity says
+    #: whether the parse is current) and the result (None: invalid).
+    parsed_from: Manifest | None = None
+    isvc: InferenceService | None = None
+    #: The body a status write conflicted on: no decision until the watch delivers a newer one
+    #: (deciding again from the same copy would only conflict again).
+    conflicted_on: Manifest | None = None
+
+    def spec(self, body: Manifest) -> InferenceService | None:
+        """The parsed spec of ``body`` (None when invalid), parsed once per version of the body."""
+        if body is not self.parsed_from:
+            try:
+                self.isvc = parse_inference_service(body)
+            except InvalidResourceError:
+                self.isvc = None  # the spec handler reports InvalidSpec; nothing to decide on
+            self.parsed_from = body
+        return self.isvc
+
+    def due(self, body: Manifest, now: float) -> bool:
+        """Whether a decision is due for ``body``: autoscaled (Auto or DryRun), never decided (and not
+        the copy a write just conflicted on), or a multiple of its interval (in Unix time) passed
+        since the last decision.
+
+        Decisions fall on one grid, so every service with the same interval is due in the same tick
+        and one Prometheus reading serves them all (rather than one reading per tick for the few
+        services whose own interval ends in it).
+        """
+        isvc = self.spec(body)
+        if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL:
+            return False
+        if self.decided_at is None:
+            if body is self.conflicted_on:
+                return False
+            self.conflicted_on = None
+            return True
+        interval_s = isvc.spec.autoscaling.interval_seconds
+        return math.floor(now / interval_s) > math.floor(self.decided_at / interval_s)
+
+
 @dataclass(frozen=True)
-class _Step:
+class PendingWrites:
     """One service's decision, computed; what remains is to write it."""
 
-    key: Key
+    key: ServiceKey
     view: ServiceView
+    isvc: InferenceService
     result: AutoscaleResult
     persist_state: bool
 
     @property
-    def writes_nothing(self) -> bool:
+    def empty(self) -> bool:
+        """Nothing to write or post."""
         r = self.result
         return not (r.status_patch or r.apply or r.events or self.persist_state)
 
@@ -102,10 +151,10 @@ class ControlLoop:
         scope: QueryScope,
         telemetry: Telemetry,
         post_event: EventSink,
-        clock: Callable[[], float] = time.time,
+        render: RenderSettings,
+        clock: Clock = time.time,
         tick_s: float = 1.0,
         workers: int = 16,
-        default_image: str = DEFAULT_VLLM_IMAGE,
     ) -> None:
         self.inventory = inventory
         self.cluster = cluster
@@ -113,22 +162,12 @@ class ControlLoop:
         self.scope = scope
         self.telemetry = telemetry
         self.post_event = post_event
+        #: How children are rendered; the spec handlers render with the same settings.
+        self.render = render
         self.clock = clock
         self.tick_s = tick_s
-        #: The vLLM image of a spec that names none; the spec handlers must use the same.
-        self.default_image = default_image
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tailguard-step")
-        self._last_run: dict[Key, float] = {}
-        self._states: dict[Key, PolicyState] = {}
-        #: The last parsed spec of each service, with the body it was parsed from (bodies are
-        #: replaced, never mutated, so identity says whether it is still current).
-        self._parsed: dict[Key, tuple[Any, InferenceService | None]] = {}
-        self._persisted_at: dict[Key, float] = {}
-        self._resynced_at: dict[Key, float] = {}
-
-    def _due(self, key: Key, interval_s: float, now: float) -> bool:
-        last = self._last_run.get(key)
-        return last is None or now - last >= interval_s - 1e-6
+        self._records: dict[ServiceKey, ServiceRecord] = {}
 
     async def run_once(self, now: float | None = None) -> CycleReport:
         """One tick: resync what is due for it, and if any service is due for a decision, read
@@ -136,8 +175,8 @@ class ControlLoop:
         started = time.perf_counter()
         now = self.clock() if now is None else now
         report = CycleReport()
-        due: list[Key] = []
-        resync: list[Key] = []
+        due: list[ServiceKey] = []
+        resync: list[ServiceKey] = []
         keys = self.inventory.keys()
         # Pods or a Deployment that changed are reflected in status at the next tick, not the next
         # periodic resync; a service deciding this tick keeps its mark for the next one.
@@ -147,12 +186,12 @@ class ControlLoop:
             view = self.inventory.view(key)
             if view is None:
                 continue
-            autoscaling = (view.body.get("spec") or {}).get("autoscaling") or {}
-            if autoscaling.get("mode", "Auto") != "Off" and self._due(
-                key, float(autoscaling.get("intervalSeconds", 15)), now
-            ):
+            record = self._records.get(key)
+            if record is None:
+                record = self._records[key] = ServiceRecord(resynced_at=now)
+            if record.due(view.body, now):
                 due.append(key)
-            elif key in changed or now - self._resynced_at.setdefault(key, now) >= RESYNC_INTERVAL_S:
+            elif key in changed or now - record.resynced_at >= RESYNC_INTERVAL_S:
                 resync.append(key)  # not in the same tick as a decision: both write status
                 changed.discard(key)
         self.inventory.mark_changed(changed & set(keys))
@@ -160,46 +199,51 @@ class ControlLoop:
         report.services = len(keys)
         if not due and not resync:
             return report
-        cycle: Cycle | None = None
+        metrics: MetricsReading | None = None
         if due:
-            cycle = await read_cycle(self.prometheus, self.scope, at=now)
+            metrics = await read_metrics(self.prometheus, self.scope, at=now)
             report.queries = len(all_queries(self.scope))
-            report.query_errors = len(cycle.errors)
+            report.query_errors = len(metrics.errors)
             for signal in all_queries(self.scope):
                 self.telemetry.queries.labels(signal.value).inc()
-            for signal in cycle.errors:
+            for signal in metrics.errors:
                 self.telemetry.query_errors.labels(signal.value).inc()
         read_done = time.perf_counter()
         running = asyncio.get_running_loop()
 
-        async def guarded(key: Key, work: Callable[[], int]) -> None:
+        async def guarded(key: ServiceKey, work: Callable[[], int]) -> None:
             try:
                 written = await running.run_in_executor(self._workers, work)
                 report.writes += written  # not `+= await`: that reads the total before awaiting
+                self.telemetry.writes.inc(written)
             except Exception as exc:  # one service's failure must not stop the others
+                if _gone(exc):
+                    # Deleted (or its namespace terminating) while the step ran: nothing to do.
+                    log.debug("control step for %s/%s: the service is gone (%s)", *key, exc)
+                    return
                 log.exception("control step for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
 
-        writes: list[tuple[Key, Callable[[], int]]] = []
+        writes: list[tuple[ServiceKey, Callable[[], int]]] = []
         for index, key in enumerate(due):
-            self._last_run[key] = now
-            if cycle is None:
+            self._records[key].decided_at = now
+            if metrics is None:
                 continue
             if index and index % DECISIONS_PER_SLICE == 0:
                 await asyncio.sleep(0)
             try:
-                step = self._decide(key, cycle, now)
+                pending = self._decide(key, metrics, now)
             except Exception as exc:  # one service's failure must not stop the others
                 log.exception("decision for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
                 continue
             report.decided += 1
-            if step is None:
+            if pending is None:
                 continue
-            if step.writes_nothing:
-                self._states[key] = step.result.state
+            if pending.empty:
+                self._records[key].state = pending.result.state
             else:
-                writes.append((key, functools.partial(self._write, step, now)))
+                writes.append((key, functools.partial(self._write, pending, now)))
         writes.extend((key, functools.partial(self._resync, key, now)) for key in resync)
         await asyncio.gather(*(guarded(key, work) for key, work in writes))
         finished = time.perf_counter()
@@ -215,28 +259,21 @@ class ControlLoop:
             )  # fmt: skip
         return report
 
-    def _forget_gone(self, present: set[Key]) -> None:
-        for gone in (set(self._last_run) | set(self._resynced_at)) - present:
-            self._last_run.pop(gone, None)
-            self._states.pop(gone, None)
-            self._parsed.pop(gone, None)
-            self._persisted_at.pop(gone, None)
-            self._resynced_at.pop(gone, None)
+    def _forget_gone(self, present: set[ServiceKey]) -> None:
+        for gone in set(self._records) - present:
+            del self._records[gone]
             self.telemetry.forget(*gone)
 
-    def _resync(self, key: Key, now: float) -> int:
+    def _resync(self, key: ServiceKey, now: float) -> int:
         """Revert drift of the Deployment and refresh the workload status, from the inventory."""
-        self._resynced_at[key] = now
+        record = self._records.get(key)
+        if record is not None:
+            record.resynced_at = now
         view = self.inventory.view(key)
         if view is None:
             return 0
-        result = reconcile(
-            view.body,
-            self.cluster,
-            now=iso(now),
-            view=(view.deployment, list(view.pods.values())),
-            default_image=self.default_image,
-        )
+        live = LiveChildren(view.deployment, list(view.pods.values()))
+        result = reconcile(view.body, self.cluster, self.render, now=now, live=live)
         try:
             write_status(self.cluster, view.body, result)
         except ConflictError:
@@ -245,35 +282,19 @@ class ControlLoop:
             self.post_event(key[0], key[1], note)
         return int(bool(result.status_patch)) + len(result.events)
 
-    def _spec(self, key: Key, view: ServiceView) -> InferenceService | None:
-        """The parsed spec of ``view`` (None when invalid), parsed once per version of the body."""
-        cached = self._parsed.get(key)
-        if cached is not None and cached[0] is view.body:
-            return cached[1]
-        try:
-            isvc: InferenceService | None = parse_inference_service(view.body)
-        except InvalidResourceError:
-            isvc = None  # the spec handler reports InvalidSpec; nothing to decide on
-        self._parsed[key] = (view.body, isvc)
-        return isvc
-
-    def _decide(self, key: Key, cycle: Cycle, now: float) -> _Step | None:
+    def _decide(self, key: ServiceKey, metrics: MetricsReading, now: float) -> PendingWrites | None:
         """Compute one service's decision and what it needs written; no I/O."""
         view = self.inventory.view(key)
-        if view is None:  # deleted while the cycle ran
+        record = self._records.get(key)
+        if view is None or record is None:  # deleted while the cycle ran
             return None
-        isvc = self._spec(key, view)
-        if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.OFF:
+        isvc = record.spec(view.body)
+        if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL:
             return None
-        slo = isvc.spec.slo
-        signals = signals_for(
-            cycle,
-            key,
-            ttft_slo_s=slo.ttft_p99_ms / 1000.0,
-            tpot_slo_s=slo.tpot_p99_ms / 1000.0 if slo.tpot_p99_ms is not None else None,
-        )
+        ttft_slo_s, tpot_slo_s = slo_seconds(isvc)
+        figures = figures_for(metrics, key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
         workload = observe_workload(view.deployment, list(view.pods.values()))
-        state = self._states.get(key)
+        state = record.state
         if state is None:
             stored = isvc.metadata.annotations.get(POLICY_STATE_ANNOTATION)
             state = PolicyState.from_json(stored) if stored else None
@@ -281,24 +302,39 @@ class ControlLoop:
             AutoscaleInput(
                 isvc=isvc,
                 workload=workload,
-                signals=signals,
+                figures=figures,
                 deployment=view.deployment,
                 state=state,
                 now=now,
-                now_iso=iso(now),
-                metrics_ok=cycle.ok,
+                metrics_ok=metrics.ok,
                 rate_window_s=self.scope.rate_window_s,
+                conditions=list((view.body.get("status") or {}).get("conditions") or []),
             )
         )
-        record_telemetry(self.telemetry, key, isvc, workload, signals, result)
-        persist = (
-            result.persist_state or now - self._persisted_at.get(key, -math.inf) >= STATE_PERSIST_INTERVAL_S
+        self.telemetry.record_step(
+            key,
+            decision=result.decision,
+            applied=result.apply,
+            workload=workload,
+            figures=figures,
+            config=result.config,
         )
-        return _Step(key=key, view=view, result=result, persist_state=persist)
+        interval_s = float(isvc.spec.autoscaling.interval_seconds)
+        since_persisted = now - record.persisted_at
+        persist = (
+            result.persist_state
+            or since_persisted >= STATE_PERSIST_INTERVAL_S + interval_s
+            or (
+                since_persisted >= STATE_PERSIST_INTERVAL_S / 2
+                and in_turn(key, now, interval_s, STATE_PERSIST_INTERVAL_S)
+            )
+        )
+        return PendingWrites(key=key, view=view, isvc=isvc, result=result, persist_state=persist)
 
-    def _write(self, step: _Step, now: float) -> int:
+    def _write(self, pending: PendingWrites, now: float) -> int:
         """Write one decision: status (conditional on the version decided from), state, Deployment, Events."""
-        key, view, result = step.key, step.view, step.result
+        key, view, result = pending.key, pending.view, pending.result
+        record = self._records.get(key)
         writes = 0
         namespace, name = key
         if result.status_patch:
@@ -312,14 +348,18 @@ class ControlLoop:
                     resource_version=(view.body.get("metadata") or {}).get("resourceVersion"),
                 )
             except ConflictError:
-                # Changed since the watch delivered it: decide again at the next tick from the
-                # fresh copy, with the state as it was before this step.
-                self._last_run.pop(key, None)
+                # Changed since the watch delivered it: decide again from the fresh copy once the
+                # watch delivers it, with the state as it was before this step.
+                if record is not None:
+                    record.decided_at = None
+                    record.conflicted_on = view.body
                 return 0
             writes += 1
-        self._states[key] = result.state
-        if step.persist_state:
-            self._persisted_at[key] = now
+        if record is not None:
+            record.state = result.state
+        if pending.persist_state:
+            if record is not None:
+                record.persisted_at = now
             self.cluster.patch_metadata(
                 API_VERSION,
                 KIND,
@@ -329,11 +369,9 @@ class ControlLoop:
             )
             writes += 1
         if result.apply:
-            status = dict(view.body.get("status") or {})
-            status.update(result.status_patch)
-            updated = parse_inference_service({**view.body, "status": status})
-            outcome = sync_children(updated, self.cluster, default_image=self.default_image)
-            writes += len(outcome.created) + len(outcome.updated)
+            # Straight from the decision: the size is not read back from a status being written.
+            outcome = sync_deployment(pending.isvc, self.cluster, result.size, self.render, view.deployment)
+            writes += outcome.writes
         for note in result.events:
             self.post_event(namespace, name, note)
         return writes
@@ -349,3 +387,12 @@ class ControlLoop:
                 log.exception("control cycle failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.tick_s)
+
+
+def _gone(exc: BaseException) -> bool:
+    """The API server answered that the object is gone (404), or that its namespace is being
+    deleted (403 with that reason): a race with a deletion, not a failure."""
+    status = getattr(exc, "status", None)
+    if status == 404:
+        return True
+    return status == 403 and "being terminated" in str(getattr(exc, "body", "") or exc)

@@ -8,17 +8,30 @@ from typing import Any
 
 from tailguard.api import (
     API_VERSION,
-    DEFAULT_VLLM_IMAGE,
     KIND,
     InferenceService,
     InvalidResourceError,
     parse_inference_service,
 )
-from tailguard.k8s.cluster import ClusterAPI
+from tailguard.k8s.cluster import ClusterAPI, Manifest
 from tailguard.k8s.labels import selector_labels
-from tailguard.reconcile.children import sync_children
+from tailguard.k8s.render import RenderSettings
+from tailguard.reconcile.children import sync_children, sync_deployment
+from tailguard.reconcile.conditions import find_condition
+from tailguard.reconcile.sizing import running_size
 from tailguard.reconcile.status import EventNote, changed_fields, invalid_spec_status, workload_status
 from tailguard.reconcile.workload import Workload, observe_workload
+
+#: Ready reasons that deserve a Warning Event when they appear.
+_WARNED_READY_REASONS = frozenset({"Unschedulable", "ReplicasFailing"})
+
+
+@dataclass(frozen=True)
+class LiveChildren:
+    """The live Deployment (None: absent) and pods of a service, as the watch-fed inventory has them."""
+
+    deployment: Manifest | None
+    pods: list[Manifest]
 
 
 @dataclass
@@ -34,17 +47,16 @@ class ReconcileResult:
 def reconcile(
     body: Mapping[str, Any],
     api: ClusterAPI,
+    settings: RenderSettings,
     *,
-    now: str,
-    view: tuple[dict[str, Any] | None, list[dict[str, Any]]] | None = None,
-    default_image: str = DEFAULT_VLLM_IMAGE,
+    now: float,
+    live: LiveChildren | None = None,
 ) -> ReconcileResult:
     """Bring the children of the InferenceService ``body`` in line with its spec; idempotent.
 
     An invalid spec applies nothing and is reported as ``InvalidSpec=True`` with an event. With
-    ``view`` (the live Deployment and pods, from the watch-fed inventory) nothing is read from the
-    API server and only the Deployment is synced. ``default_image`` is the operator's default vLLM
-    image, for a spec that names none.
+    ``live`` (from the watch-fed inventory) nothing is read from the API server and only the
+    Deployment is synced.
     """
     status = dict(body.get("status") or {})
     try:
@@ -59,14 +71,13 @@ def reconcile(
             result.events.append(EventNote("Warning", "InvalidSpec", str(exc)))
         return result
 
-    if view is None:
-        children = sync_children(isvc, api, default_image=default_image)
+    size = running_size(isvc)
+    if live is None:
+        children = sync_children(isvc, api, size, settings)
         pods = api.list("v1", "Pod", isvc.metadata.namespace, selector_labels(isvc.metadata.name))
     else:
-        children = sync_children(
-            isvc, api, from_view=True, known_deployment=view[0], default_image=default_image
-        )
-        pods = view[1]
+        children = sync_deployment(isvc, api, size, settings, live.deployment)
+        pods = live.pods
     result = ReconcileResult(isvc=isvc)
     for label in children.created:
         result.events.append(EventNote("Normal", "Created", f"created {label}"))
@@ -75,21 +86,17 @@ def reconcile(
 
     workload = observe_workload(children.deployment, pods)
     result.workload = workload
-    patch = workload_status(isvc, workload, now=now)
+    patch = workload_status(isvc, workload, size, now=now)
     result.status_patch = changed_fields(status, patch)
-    old_ready = _condition_reason(status, "Ready")
-    new_ready = _condition_reason(patch, "Ready")
-    if new_ready != old_ready and new_ready in {"Unschedulable", "ReplicasFailing"}:
-        message = next(c["message"] for c in patch["conditions"] if c["type"] == "Ready")
-        result.events.append(EventNote("Warning", new_ready, message))
+    old_ready = find_condition(status.get("conditions") or [], "Ready")
+    new_ready = find_condition(patch["conditions"], "Ready")
+    assert new_ready is not None  # workload_status always sets it
+    if (
+        new_ready["reason"] in _WARNED_READY_REASONS
+        and (old_ready or {}).get("reason") != new_ready["reason"]
+    ):
+        result.events.append(EventNote("Warning", new_ready["reason"], new_ready["message"]))
     return result
-
-
-def _condition_reason(status: Mapping[str, Any], type_: str) -> str | None:
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == type_:
-            return str(cond.get("reason"))
-    return None
 
 
 def write_status(

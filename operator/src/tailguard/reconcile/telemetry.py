@@ -6,10 +6,31 @@ Names are a contract with the Grafana dashboard and the docs; change them delibe
 from __future__ import annotations
 
 import contextlib
+import math
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from tailguard import policy
+from tailguard.metrics.figures import ServiceFigures
+from tailguard.reconcile.workload import Workload
+
 SERVICE_LABELS = ("namespace", "inference_service")
+_LOOP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+#: The per-service gauges: attribute, metric name, help.
+SERVICE_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("desired_replicas", "tailguard_desired_replicas", "Replicas the autoscaler wants."),
+    ("ready_replicas", "tailguard_ready_replicas", "Replicas ready to serve."),
+    ("starting_replicas", "tailguard_starting_replicas", "Replicas scheduled but not ready yet."),
+    ("pending_replicas", "tailguard_pending_replicas", "Replicas that cannot be scheduled (no free GPU)."),
+    ("max_num_seqs", "tailguard_max_num_seqs", "Max batch (--max-num-seqs) in force."),
+    ("p99_ttft", "tailguard_p99_ttft_seconds", "Observed p99 time to first token."),
+    ("slo_ttft", "tailguard_slo_ttft_seconds", "Declared p99 TTFT objective."),
+    ("p99_tpot", "tailguard_p99_tpot_seconds", "Observed p99 time per output token."),
+    ("slo_tpot", "tailguard_slo_tpot_seconds", "Declared p99 TPOT objective."),
+    ("goodput", "tailguard_goodput_ratio", "Estimated fraction of requests meeting every SLO."),
+    ("goodput_target", "tailguard_goodput_target_ratio", "Declared goodput target."),
+)
 
 
 class Telemetry:
@@ -27,14 +48,14 @@ class Telemetry:
         self.loop_duration = Histogram(
             "tailguard_loop_duration_seconds",
             "Time one control cycle took: every query, decision and write.",
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+            buckets=_LOOP_BUCKETS,
             registry=r,
         )
         self.loop_phase = Histogram(
             "tailguard_loop_phase_seconds",
             "Time of each phase of a control cycle: read (Prometheus) and act (decide and write).",
             ["phase"],
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+            buckets=_LOOP_BUCKETS,
             registry=r,
         )
         self.queries = Counter(
@@ -49,63 +70,55 @@ class Telemetry:
             ["signal"],
             registry=r,
         )
+        self.writes = Counter(
+            "tailguard_api_writes",
+            "Writes the control loop made to the API server: status, policy state, Deployments, Events.",
+            registry=r,
+        )
         self.services = Gauge(
             "tailguard_inference_services", "InferenceServices the loop manages.", registry=r
         )
-        self.desired_replicas = Gauge(
-            "tailguard_desired_replicas", "Replicas the autoscaler wants.", SERVICE_LABELS, registry=r
-        )
-        self.ready_replicas = Gauge(
-            "tailguard_ready_replicas", "Replicas ready to serve.", SERVICE_LABELS, registry=r
-        )
-        self.starting_replicas = Gauge(
-            "tailguard_starting_replicas", "Replicas scheduled but not ready yet.", SERVICE_LABELS, registry=r
-        )
-        self.pending_replicas = Gauge(
-            "tailguard_pending_replicas",
-            "Replicas that cannot be scheduled (no free GPU).",
-            SERVICE_LABELS,
-            registry=r,
-        )
-        self.max_num_seqs = Gauge(
-            "tailguard_max_num_seqs", "Max batch (--max-num-seqs) in force.", SERVICE_LABELS, registry=r
-        )
-        self.p99_ttft = Gauge(
-            "tailguard_p99_ttft_seconds", "Observed p99 time to first token.", SERVICE_LABELS, registry=r
-        )
-        self.slo_ttft = Gauge(
-            "tailguard_slo_ttft_seconds", "Declared p99 TTFT objective.", SERVICE_LABELS, registry=r
-        )
-        self.p99_tpot = Gauge(
-            "tailguard_p99_tpot_seconds", "Observed p99 time per output token.", SERVICE_LABELS, registry=r
-        )
-        self.slo_tpot = Gauge(
-            "tailguard_slo_tpot_seconds", "Declared p99 TPOT objective.", SERVICE_LABELS, registry=r
-        )
-        self.goodput = Gauge(
-            "tailguard_goodput_ratio",
-            "Estimated fraction of requests meeting every SLO.",
-            SERVICE_LABELS,
-            registry=r,
-        )
-        self.goodput_target = Gauge(
-            "tailguard_goodput_target_ratio", "Declared goodput target.", SERVICE_LABELS, registry=r
-        )
+        self.service_gauges = {
+            attribute: Gauge(name, text, SERVICE_LABELS, registry=r)
+            for attribute, name, text in SERVICE_GAUGES
+        }
+
+    def gauge(self, attribute: str) -> Gauge:
+        """One per-service gauge by its attribute name in :data:`SERVICE_GAUGES`."""
+        return self.service_gauges[attribute]
+
+    def record_step(
+        self,
+        key: tuple[str, str],
+        *,
+        decision: policy.Decision,
+        applied: bool,
+        workload: Workload,
+        figures: ServiceFigures,
+        config: policy.PolicyConfig,
+    ) -> None:
+        """Export one step's figures and decision for service ``key`` (namespace, name)."""
+        self.decisions.labels(*key, str(decision.reason_code), "applied" if applied else "none").inc()
+        values: dict[str, float | None] = {
+            "desired_replicas": decision.replicas,
+            "ready_replicas": workload.ready,
+            "starting_replicas": workload.starting,
+            "pending_replicas": workload.pending,
+            "max_num_seqs": decision.max_batch,
+            "p99_ttft": figures.p99_ttft_s,
+            "slo_ttft": config.ttft_slo_s,
+            "p99_tpot": figures.p99_tpot_s,
+            "slo_tpot": config.tpot_slo_s,
+            "goodput": figures.goodput,
+            "goodput_target": config.goodput_target,
+        }
+        for attribute, value in values.items():
+            if value is None and attribute == "slo_tpot":
+                continue  # no TPOT objective declared: no series
+            self.service_gauges[attribute].labels(*key).set(value if value is not None else math.nan)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted service's series so dashboards do not show ghosts."""
-        for gauge in (
-            self.desired_replicas,
-            self.ready_replicas,
-            self.starting_replicas,
-            self.pending_replicas,
-            self.max_num_seqs,
-            self.p99_ttft,
-            self.slo_ttft,
-            self.p99_tpot,
-            self.slo_tpot,
-            self.goodput,
-            self.goodput_target,
-        ):
+        for gauge in self.service_gauges.values():
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, name)

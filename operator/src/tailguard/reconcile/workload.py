@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from tailguard.k8s.cluster import Manifest
 from tailguard.k8s.render import CONTAINER_NAME
-
-Manifest = dict[str, Any]
+from tailguard.reconcile.timestamps import seconds_since
 
 #: Container waiting reasons that will not fix themselves, with what they usually mean.
 _STUCK_REASONS = {
@@ -36,6 +36,9 @@ class Workload:
     problems: tuple[str, ...] = field(default_factory=tuple)
     #: The vLLM container's image in the pod template (None without a Deployment).
     image: str | None = None
+    #: Median seconds from a pod's creation to Ready over the live Ready pods (None without any):
+    #: the start-up horizon the policy holds capacity for.
+    startup_s: float | None = None
 
 
 def _is_unschedulable(pod: Manifest) -> tuple[bool, str]:
@@ -50,6 +53,20 @@ def _is_unschedulable(pod: Manifest) -> tuple[bool, str]:
 def _is_ready(pod: Manifest) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def startup_seconds(pod: Manifest) -> float | None:
+    """Seconds from the pod's creation to its Ready condition (None when not Ready or unreadable)."""
+    created = (pod.get("metadata") or {}).get("creationTimestamp")
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            ready_at = cond.get("lastTransitionTime")
+            if not created or not ready_at:
+                return None
+            # seconds_since(a, t) - seconds_since(b, t) is b - a for any t.
+            took = seconds_since(created, 0.0) - seconds_since(ready_at, 0.0)
+            return took if 0.0 <= took < 86400.0 else None
+    return None
 
 
 def _stuck(pod: Manifest) -> list[str]:
@@ -96,6 +113,7 @@ def observe_workload(deployment: Manifest | None, pods: Sequence[Manifest]) -> W
         (deployment.get("metadata") or {}).get("generation") or 0
     )
     rollout = not generation_seen or updated < desired or int(status.get("replicas") or 0) > desired
+    startups = [t for t in (startup_seconds(p) for p in live) if t is not None]
     return Workload(
         replicas=int(status.get("replicas") or 0),
         ready=int(status.get("readyReplicas") or 0),
@@ -106,4 +124,5 @@ def observe_workload(deployment: Manifest | None, pods: Sequence[Manifest]) -> W
         unschedulable_message=message,
         problems=tuple(sorted(problems)),
         image=_template_image(deployment),
+        startup_s=statistics.median(startups) if startups else None,
     )

@@ -343,12 +343,14 @@ class Engine:
         seqs = batch
         context = self._decode_context + batch
         done: list[_Request] = []
-        for req in self._prefilling:
-            if budget <= 0:
-                break
+
+        def schedule_chunk(req: _Request) -> bool:
+            """Put the next chunk of ``req``'s prefill in this step if it fits the token budget and
+            the KV cache; False when it does not (and nothing after it is tried)."""
+            nonlocal budget, tokens, seqs, context
             chunk = min(req.target - req.computed, budget)
             if self._kv_used + batch + chunk > self.kv_capacity:
-                break
+                return False
             req.computed += chunk
             self._kv_used += chunk
             budget -= chunk
@@ -357,26 +359,22 @@ class Engine:
             context += req.computed
             if req.computed >= req.target:
                 done.append(req)
+            return True
+
+        for req in self._prefilling:
+            if budget <= 0 or not schedule_chunk(req):
+                break
         admitted_at = self.clock
         waiting = self._waiting
         while waiting and budget > 0 and batch + len(self._prefilling) < self.max_num_seqs:
             req = waiting[0]
-            chunk = min(req.target - req.computed, budget)
-            if self._kv_used + batch + chunk > self.kv_capacity:
+            if not schedule_chunk(req):
                 break
             waiting.popleft()
             if not req.scheduled:
                 req.scheduled = True
                 self.queue.observe(admitted_at - req.arrival)
             self._prefilling.append(req)
-            req.computed += chunk
-            self._kv_used += chunk
-            budget -= chunk
-            tokens += chunk
-            seqs += 1
-            context += req.computed
-            if req.computed >= req.target:
-                done.append(req)
         duration = self.profile.step_time(seqs, tokens, context)
         self.clock += duration
         self.busy_until = self.clock

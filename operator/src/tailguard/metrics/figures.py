@@ -1,4 +1,5 @@
-"""One cycle of reads: every signal queried once, then turned into figures per service and SLO."""
+"""One reading of Prometheus per cycle: every signal queried once, then turned into figures per service
+and SLO."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError, SeriesByService, ServiceKey, group_vector
 
-__all__ = ["Cycle", "ServiceSignals", "joint_goodput", "read_cycle", "signals_for"]
+__all__ = ["MetricsReading", "ServiceFigures", "figures_for", "joint_goodput", "read_metrics"]
 
 
 @dataclass
-class Cycle:
-    """What one cycle read: each signal's series, the errors, and when it was read."""
+class MetricsReading:
+    """What one reading got: each signal's series, the errors, and when it was read."""
 
     at: float
     series: dict[Signal, SeriesByService] = field(default_factory=dict)
@@ -24,31 +25,32 @@ class Cycle:
 
     @property
     def ok(self) -> bool:
+        """Every query answered."""
         return not self.errors
 
 
-async def read_cycle(source: PrometheusSource, scope: QueryScope, *, at: float) -> Cycle:
+async def read_metrics(source: PrometheusSource, scope: QueryScope, *, at: float) -> MetricsReading:
     """Run every query of ``scope`` concurrently; a failed query is recorded, never raised."""
     queries = all_queries(scope)
-    cycle = Cycle(at=at)
+    reading = MetricsReading(at=at)
 
     async def one(signal: Signal, promql: str) -> None:
         try:
             vector = await source.query(promql, at=at)
         except QueryError as exc:
-            cycle.errors[signal] = str(exc)
+            reading.errors[signal] = str(exc)
             return
-        cycle.series[signal] = group_vector(
+        reading.series[signal] = group_vector(
             vector, namespace_label=scope.namespace_label, service_label=scope.service_label
         )
 
     await asyncio.gather(*(one(s, q) for s, q in queries.items()))
-    return cycle
+    return reading
 
 
 @dataclass(frozen=True)
-class ServiceSignals:
-    """The figures of one service in one cycle; ``None`` means not measured (never zero by default)."""
+class ServiceFigures:
+    """The figures of one service in one reading; ``None`` means not measured (never zero by default)."""
 
     p99_ttft_s: float | None = None
     p99_tpot_s: float | None = None
@@ -73,48 +75,48 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _value(cycle: Cycle, signal: Signal, key: ServiceKey) -> float | None:
-    series = cycle.series.get(signal)
+def _value(reading: MetricsReading, signal: Signal, key: ServiceKey) -> float | None:
+    series = reading.series.get(signal)
     return _finite(series.values.get(key)) if series is not None else None
 
 
-def _buckets(cycle: Cycle, signal: Signal, key: ServiceKey) -> list[tuple[float, float]] | None:
-    series = cycle.series.get(signal)
+def _buckets(reading: MetricsReading, signal: Signal, key: ServiceKey) -> list[tuple[float, float]] | None:
+    series = reading.series.get(signal)
     buckets = series.buckets.get(key) if series is not None else None
     if not buckets or not any(math.isinf(le) for le, _ in buckets):
         return None
     return buckets
 
 
-def signals_for(
-    cycle: Cycle, key: ServiceKey, *, ttft_slo_s: float, tpot_slo_s: float | None
-) -> ServiceSignals:
+def figures_for(
+    reading: MetricsReading, key: ServiceKey, *, ttft_slo_s: float, tpot_slo_s: float | None
+) -> ServiceFigures:
     """The figures of service ``key`` against its own SLOs.
 
     The histogram math is ``tailguard.contract.slo_figures``, shared with the simulator.
     """
     figures = slo_figures(
-        _buckets(cycle, Signal.TTFT_BUCKETS, key),
-        _buckets(cycle, Signal.TPOT_BUCKETS, key),
+        _buckets(reading, Signal.TTFT_BUCKETS, key),
+        _buckets(reading, Signal.TPOT_BUCKETS, key),
         ttft_slo_s=ttft_slo_s,
         tpot_slo_s=tpot_slo_s,
     )
-    pods = _value(cycle, Signal.REPORTING_PODS, key)
-    return ServiceSignals(
+    pods = _value(reading, Signal.REPORTING_PODS, key)
+    return ServiceFigures(
         p99_ttft_s=figures.p99_ttft_s,
         p99_tpot_s=figures.p99_tpot_s,
         ttft_within_slo=figures.ttft_within_slo,
         tpot_within_slo=figures.tpot_within_slo,
         goodput=figures.goodput,
-        request_rate=_value(cycle, Signal.REQUEST_RATE, key),
-        prompt_token_rate=_value(cycle, Signal.PROMPT_TOKEN_RATE, key),
-        generation_token_rate=_value(cycle, Signal.GENERATION_TOKEN_RATE, key),
-        running=_value(cycle, Signal.RUNNING, key),
-        waiting=_value(cycle, Signal.WAITING, key),
-        kv_cache_usage=_value(cycle, Signal.KV_CACHE_USAGE, key),
-        preemption_rate=_value(cycle, Signal.PREEMPTION_RATE, key),
-        itl_mean_s=_value(cycle, Signal.ITL_MEAN, key),
+        request_rate=_value(reading, Signal.REQUEST_RATE, key),
+        prompt_token_rate=_value(reading, Signal.PROMPT_TOKEN_RATE, key),
+        generation_token_rate=_value(reading, Signal.GENERATION_TOKEN_RATE, key),
+        running=_value(reading, Signal.RUNNING, key),
+        waiting=_value(reading, Signal.WAITING, key),
+        kv_cache_usage=_value(reading, Signal.KV_CACHE_USAGE, key),
+        preemption_rate=_value(reading, Signal.PREEMPTION_RATE, key),
+        itl_mean_s=_value(reading, Signal.ITL_MEAN, key),
         reporting_pods=int(pods) if pods is not None else 0,
-        sample_time=_value(cycle, Signal.LAST_SAMPLE, key),
-        errors=tuple(f"{s}: {e}" for s, e in sorted(cycle.errors.items())),
+        sample_time=_value(reading, Signal.LAST_SAMPLE, key),
+        errors=tuple(f"{s}: {e}" for s, e in sorted(reading.errors.items())),
     )

@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 from tailguard.contract.vllm import TTFT_BUCKETS_S
+from tailguard.metrics.figures import figures_for, joint_goodput, read_metrics
 from tailguard.metrics.prometheus import FakePrometheus, HttpPrometheus, PrometheusSettings
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError, group_vector, parse_sample_value
-from tailguard.metrics.signals import joint_goodput, read_cycle, signals_for
 
 KEY = ("team-a", "chat")
 SCOPE = QueryScope()
@@ -71,9 +71,9 @@ async def test_cycle_reads_every_signal_once_and_computes_against_each_slo() -> 
             queries[Signal.REPORTING_PODS]: [_series("2")],
         }
     )
-    cycle = await read_cycle(fake, SCOPE, at=1000.0)
+    cycle = await read_metrics(fake, SCOPE, at=1000.0)
     assert sorted(fake.queries) == sorted(queries.values())
-    signals = signals_for(cycle, KEY, ttft_slo_s=0.5, tpot_slo_s=None)
+    signals = figures_for(cycle, KEY, ttft_slo_s=0.5, tpot_slo_s=None)
     assert signals.ttft_within_slo == pytest.approx(0.95)
     assert signals.goodput == pytest.approx(0.95)
     # 95% at or below 0.75 s, 100% at 1.0 s: the 99th percentile lies 4/5 into that bucket.
@@ -89,7 +89,7 @@ async def test_service_without_traffic_has_no_latency_figures_but_no_error() -> 
     fake = FakePrometheus(
         {queries[Signal.TTFT_BUCKETS]: _ttft_histogram({}, 0.0), queries[Signal.REQUEST_RATE]: [_series("0")]}
     )
-    signals = signals_for(await read_cycle(fake, SCOPE, at=0), KEY, ttft_slo_s=0.5, tpot_slo_s=0.05)
+    signals = figures_for(await read_metrics(fake, SCOPE, at=0), KEY, ttft_slo_s=0.5, tpot_slo_s=0.05)
     assert signals.p99_ttft_s is None
     assert signals.goodput is None
     assert signals.request_rate == 0.0
@@ -99,9 +99,9 @@ async def test_service_without_traffic_has_no_latency_figures_but_no_error() -> 
 async def test_failed_query_is_recorded_not_raised() -> None:
     queries = all_queries(SCOPE)
     fake = FakePrometheus({queries[Signal.WAITING]: QueryError("Prometheus unreachable")})
-    cycle = await read_cycle(fake, SCOPE, at=0)
+    cycle = await read_metrics(fake, SCOPE, at=0)
     assert not cycle.ok
-    assert signals_for(cycle, KEY, ttft_slo_s=0.5, tpot_slo_s=None).errors == (
+    assert figures_for(cycle, KEY, ttft_slo_s=0.5, tpot_slo_s=None).errors == (
         "waiting: Prometheus unreachable",
     )
 

@@ -1,0 +1,48 @@
+"""The spec handlers: bound to their collaborators explicitly, registered on a registry of their own."""
+
+from __future__ import annotations
+
+import kopf
+
+from tailguard.handlers.lifecycle import SpecHandlers
+from tailguard.k8s.cluster import FakeCluster
+from tailguard.k8s.render import RenderSettings
+from tailguard.reconcile.inventory import Inventory
+from tg_testing import manifest
+
+MIRROR = "registry.internal/mirror/vllm-openai:v0.33.0"
+
+
+def _handlers(cluster: FakeCluster, inventory: Inventory) -> SpecHandlers:
+    return SpecHandlers(
+        cluster=cluster, inventory=inventory, clock=lambda: 1_767_225_600.0, render=RenderSettings(MIRROR)
+    )
+
+
+def test_sync_renders_with_the_given_settings_and_writes_status() -> None:
+    cluster = FakeCluster()
+    _handlers(cluster, Inventory()).sync(kopf.Body(manifest()))
+    deployment = cluster.objects[("apps/v1", "Deployment", "team-a", "chat")]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == MIRROR
+    status = cluster.objects[("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")]["status"]
+    assert status["image"] == MIRROR
+    assert [e[2] for e in cluster.events] == ["Created", "Created"]
+
+
+def test_watch_events_feed_the_inventory() -> None:
+    inventory = Inventory()
+    handlers = _handlers(FakeCluster(), inventory)
+    handlers.track_service(kopf.RawEvent(type="ADDED", object=manifest()))  # type: ignore[typeddict-item]
+    assert inventory.keys() == [("team-a", "chat")]
+    handlers.track_service(kopf.RawEvent(type="DELETED", object=manifest()))  # type: ignore[typeddict-item]
+    assert inventory.keys() == []
+
+
+def test_each_operator_gets_its_own_registry_with_stable_handler_ids() -> None:
+    first = _handlers(FakeCluster(), Inventory()).registry()
+    second = _handlers(FakeCluster(), Inventory()).registry()
+    assert first is not second
+    ids = {str(h.id) for h in first._changing.get_all_handlers()}  # kopf's ids key handler progress
+    assert ids == {"on_spec", "on_spec/spec"}  # kopf suffixes the field of the update handler
+    watch_ids = {str(h.id) for h in first._watching.get_all_handlers()}
+    assert watch_ids == {"track_service", "track_deployment", "track_pod"}
