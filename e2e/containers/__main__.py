@@ -41,7 +41,7 @@ def _kind_tools(_: argparse.Namespace) -> int:
 
 
 def _kind_node_image(args: argparse.Namespace) -> int:
-    print(kind_node.build(force=args.force))
+    print(kind_node.build(force=args.force, no_cache=args.no_cache))
     return 0
 
 
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p = sub.add_parser("kind-node-image", help=f"build the kind node image {kind_node.node_image()}")
     p.add_argument("--force", action="store_true", help="rebuild even when the image is current")
+    p.add_argument("--no-cache", action="store_true", help="rebuild every step (docker build --no-cache)")
     p.set_defaults(func=_kind_node_image)
     p = sub.add_parser("kind-up", help="create (or find) the kind cluster; prints its KUBECONFIG")
     p.add_argument(

@@ -176,15 +176,18 @@ def _build(context: Path, tag: str, log: Path, extra: list[str] | None = None) -
         raise EngineError(f"building {tag} failed (exit {rc}); {log}:\n{tail}")
 
 
-def build(force: bool = False, progress: Progress = say) -> str:
-    """The node image, built unless one with the same recipe exists. Returns its name."""
+def build(force: bool = False, no_cache: bool = False, progress: Progress = say) -> str:
+    """The node image, built unless one with the same recipe exists. Returns its name.
+
+    ``force`` builds even so; ``no_cache`` also makes Docker redo every step (fresh Debian packages).
+    """
     engine.ensure(progress)
     ensure_binaries(progress)
     base_image = base.ensure(progress=progress)
     base_id = _docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout.strip()
     want = recipe(base_id)
     name = node_image()
-    if not force and image_label(name, RECIPE_LABEL) == want:
+    if not (force or no_cache) and image_label(name, RECIPE_LABEL) == want:
         progress(f"{name}: current (recipe {want})")
         return name
     started = time.monotonic()
@@ -202,7 +205,7 @@ def build(force: bool = False, progress: Progress = say) -> str:
             shutil.copy2(image.binary, ctx / image.binary.name)
             (ctx / "Dockerfile").write_text(dockerfile_for(image, base_image))
             progress(f"  image {image.tag}")
-            _build(ctx, image.tag, log)
+            _build(ctx, image.tag, log, ["--no-cache"] if no_cache else [])
             tags.append(image.tag)
         node = work / "node"
         node.mkdir()
@@ -221,7 +224,8 @@ def build(force: bool = False, progress: Progress = say) -> str:
             node,
             name,
             log,
-            ["--build-arg", f"BASE_IMAGE={base_image}", "--label", f"{RECIPE_LABEL}={want}"],
+            ["--build-arg", f"BASE_IMAGE={base_image}", "--label", f"{RECIPE_LABEL}={want}"]
+            + (["--no-cache"] if no_cache else []),
         )
     size = int(_docker("image", "inspect", "--format", "{{.Size}}", name).stdout.strip())
     progress(f"{name}: built in {time.monotonic() - started:.0f}s, {size / 1e6:.0f} MB")
@@ -266,12 +270,12 @@ def gpu_capacity() -> str:
 
 def set_fake_gpus(count: int, timeout_s: float = 60.0, progress: Progress = say) -> None:
     """Advertise ``count`` nvidia.com/gpu on the node (kept by the node's tailguard-fake-gpus unit)."""
+    count = max(count, 0)
     _docker("exec", control_plane(), "sh", "-c", f"echo {count} > /etc/tailguard/fake-gpus")
-    if count <= 0:
-        return
+    want = str(count) if count else ""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if gpu_capacity() == str(count):
+        if gpu_capacity() == want:
             progress(f"{control_plane()}: {count} nvidia.com/gpu allocatable")
             return
         time.sleep(1)
