@@ -256,6 +256,11 @@ def control_plane() -> str:
     return f"{cluster_name()}-control-plane"
 
 
+def node_running() -> bool:
+    out = _docker("inspect", "--format", "{{.State.Running}}", control_plane(), check=False)
+    return out.stdout.strip() == "true"
+
+
 def _kubectl(*args: str) -> subprocess.CompletedProcess[str]:
     kubectl = tools.KUBERNETES_NODE.path("kubectl")
     return subprocess.run(
@@ -290,6 +295,10 @@ def up(gpus: int | None = None, progress: Progress = say) -> Path:
     state_dir().mkdir(parents=True, exist_ok=True)
     if gpus is None:
         gpus = int(os.environ.get("TAILGUARD_KIND_GPUS", GPUS_DEFAULT))
+    if exists() and not node_running():
+        # e.g. after dockerd restarted: a kind node does not survive a restart of its systemd
+        progress(f"kind cluster {cluster_name()} exists but its node is not running; recreating it")
+        down(progress)
     if exists():
         progress(f"kind cluster {cluster_name()} exists; reusing it")
         kubeconfig().write_text(_kind("get", "kubeconfig", "--name", cluster_name()).stdout)
