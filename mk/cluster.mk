@@ -30,7 +30,7 @@ prometheus-down: ## stop that Prometheus
 test-integration: cluster-tools ## integration tests against a fresh local cluster (started and stopped by pytest)
 	TAILGUARD_REQUIRE_CLUSTER=1 $(BIN)/pytest e2e/integration -m integration
 
-e2e-kind: venv ## the integration suite against a kind cluster (Docker + kind; E2E_ARGS="-k ..." for pytest)
+e2e-kind: venv images kind-node-image ## the integration suite against the kind cluster built here (make kind-up; E2E_ARGS="-k ..." for pytest)
 	PY=$(PY) bash e2e/kind/run.sh $(E2E_ARGS)
 
 cluster-tools-clean: ## delete the cached cluster binaries (the next cluster-tools rebuilds them)

@@ -24,6 +24,9 @@ def _versions(_: argparse.Namespace) -> int:
     print(f"kwok       {versions.KWOK}")
     print(f"helm       {versions.HELM}")
     print(f"etcd       {versions.ETCD} (go.etcd.io/etcd/server/v3)")
+    print(f"kind       {versions.KIND} (the kind tier: make kind-up)")
+    print(f"containerd {versions.CONTAINERD} (kind node)")
+    print(f"coredns    {versions.COREDNS} (kind node)")
     print(f"cache      {tools.bin_root()}")
     return 0
 

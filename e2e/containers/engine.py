@@ -26,6 +26,12 @@ Progress = Callable[[str], None]
 SOCKET = Path("/var/run/docker.sock")
 START_TIMEOUT_S = 90.0
 
+#: The runc wrapper that drops the capabilities the machine's bounding set lacks (see its docstring);
+#: the kind node image carries the same file for its containerd.
+CAPFILTER_SOURCE = Path(__file__).resolve().parents[2] / "images" / "kind-node" / "files" / "runc-capfilter"
+#: Its name as a Docker runtime.
+CAPFILTER_RUNTIME = "tailguard-runc"
+
 
 class EngineError(RuntimeError):
     """The engine is missing and could not be installed or started; the message says why."""
@@ -146,6 +152,90 @@ def _log_tail(lines: int = 30) -> str:
         return "(no log)"
 
 
+def missing_capabilities(status: str | None = None, last_cap: int | None = None) -> list[int]:
+    """Capability numbers the kernel knows (``cap_last_cap``) that our bounding set lacks.
+
+    A privileged container asks runc for all of them; on a machine without, say, CAP_SYS_RESOURCE
+    (bit 24) in its bounding set runc fails with "unable to apply caps: operation not permitted".
+    """
+    if status is None:
+        status = Path("/proc/self/status").read_text()
+    if last_cap is None:
+        try:
+            last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+        except OSError:
+            last_cap = 40
+    bnd = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("CapBnd:"))
+    return [n for n in range(last_cap + 1) if not bnd & (1 << n)]
+
+
+def capfilter_path() -> Path:
+    """The wrapper installed for dockerd (a copy, so a checkout moving does not break the engine)."""
+    return state_dir() / "runc-capfilter"
+
+
+def _install_capfilter() -> Path:
+    dest = capfilter_path()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    text = CAPFILTER_SOURCE.read_text()
+    if not dest.is_file() or dest.read_text() != text:
+        tmp = dest.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(dest)
+    return dest
+
+
+def dockerd_runtime_args() -> list[str]:
+    """The capability filter as dockerd's default runtime, only where a capability is missing."""
+    if not missing_capabilities():
+        return []
+    return [
+        f"--add-runtime={CAPFILTER_RUNTIME}={_install_capfilter()}",
+        f"--default-runtime={CAPFILTER_RUNTIME}",
+    ]
+
+
+def default_runtime(cli: str | None = None) -> str:
+    out = subprocess.run(
+        [cli or docker_cli(), "info", "--format", "{{.DefaultRuntime}}"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    return out.stdout.strip()
+
+
+def ensure_privileged(progress: Progress = say) -> str:
+    """An engine that can run ``--privileged`` containers here (kind's nodes); its version.
+
+    Where the bounding set lacks a capability, that is an engine whose default runtime is the
+    capability filter. An engine this harness started without it is restarted with it, but only
+    while it runs no container; any other engine must be configured by hand (the message says how).
+    """
+    version = ensure(progress)
+    if not missing_capabilities() or default_runtime() == CAPFILTER_RUNTIME:
+        return version
+    with lock("dockerd"):
+        if default_runtime() == CAPFILTER_RUNTIME:
+            return version
+        busy = subprocess.run(
+            [docker_cli(), "ps", "-q"], capture_output=True, text=True, check=False
+        ).stdout.split()
+        if _recorded_pid() is None or busy:
+            raise EngineError(
+                "this machine's capability bounding set lacks "
+                f"{missing_capabilities()} (numbers from linux/capability.h), so privileged containers "
+                f"need the runtime wrapper {CAPFILTER_SOURCE} as Docker's default runtime: start dockerd "
+                f"with --add-runtime={CAPFILTER_RUNTIME}=<a copy of it> --default-runtime={CAPFILTER_RUNTIME}"
+                + (f" ({len(busy)} containers run now, so the harness does not restart it)" if busy else "")
+            )
+        progress("restarting the harness's dockerd with the capability filter as its default runtime")
+    stop()
+    return ensure(progress)
+
+
 def ensure(progress: Progress = say) -> str:
     """A running engine: the one that answers, else Debian's dockerd started here. Its version."""
     version = running()
@@ -172,6 +262,7 @@ def ensure(progress: Progress = say) -> str:
                         dockerd,
                         f"--host=unix://{SOCKET}",
                         f"--pidfile={state_dir() / 'dockerd.run.pid'}",
+                        *dockerd_runtime_args(),
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=fh,

@@ -1,40 +1,50 @@
 #!/usr/bin/env bash
-# make e2e-kind: run the integration suite against a kind cluster (needs Docker and kind).
+# make e2e-kind: run the integration suite against the kind cluster built on this machine
+# (make kind-up: kind, its node image and every image in it built here; see docs/testing.md).
 #
-#   KIND_CLUSTER_NAME   cluster name (default tailguard-e2e); an existing one is reused and kept
-#   KIND_NODE_IMAGE     node image (default: the one your kind release pins)
+#   KIND_CLUSTER_NAME   cluster name (default tailguard); an existing one is reused and kept
 #   KEEP_KIND_CLUSTER=1 keep a cluster this script created
-#   TAILGUARD_FAKE_NODES=0  use the cluster's own GPU nodes instead of kwok's fake ones
+#   TAILGUARD_FAKE_NODES=0  no kwok: the kind node advertises TAILGUARD_KIND_GPUS (default 8) fake GPUs
+#                       itself, and pods placed there really run (their images must be loaded)
+#   KIND_IMAGES         images to `kind load` first (default: the operator and engine stand-in images)
 # Extra arguments go to pytest (e.g. -k reconcile -x).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PY=${PY:-.venv/bin/python}
-NAME=${KIND_CLUSTER_NAME:-tailguard-e2e}
-STATE=${TAILGUARD_KIND_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailguard/kind/$NAME}
+export TAILGUARD_KIND_CLUSTER=${KIND_CLUSTER_NAME:-tailguard}
+harness() { PYTHONPATH=e2e "$PY" -m containers "$@"; }
 
-command -v kind >/dev/null || { echo "e2e-kind: kind is not installed (go install sigs.k8s.io/kind@latest)" >&2; exit 2; }
-docker info >/dev/null 2>&1 || { echo "e2e-kind: no Docker engine answers 'docker info'" >&2; exit 2; }
+docker info >/dev/null 2>&1 || { echo "e2e-kind: no Docker engine answers 'docker info' (make docker-up)" >&2; exit 2; }
 
-mkdir -p "$STATE"
-kubeconfig="$STATE/kubeconfig"
+kind=$(PYTHONPATH=e2e "$PY" -c 'from cluster import tools; tools.ensure_components(["kind"], progress=lambda m: None); print(tools.KIND.path("kind"))')
 created=0
-if kind get clusters 2>/dev/null | grep -qx "$NAME"; then
-  echo ">> reusing kind cluster $NAME"
-  kind get kubeconfig --name "$NAME" >"$kubeconfig"
+if "$kind" get clusters 2>/dev/null | grep -qx "$TAILGUARD_KIND_CLUSTER"; then
+  echo ">> reusing kind cluster $TAILGUARD_KIND_CLUSTER"
 else
-  echo ">> creating kind cluster $NAME"
-  kind create cluster --name "$NAME" --config e2e/kind/kind-config.yaml --kubeconfig "$kubeconfig" \
-    ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"} --wait 180s
   created=1
 fi
 cleanup() {
   if [[ $created == 1 && -z "${KEEP_KIND_CLUSTER:-}" ]]; then
-    echo ">> deleting kind cluster $NAME"
-    kind delete cluster --name "$NAME"
+    echo ">> deleting kind cluster $TAILGUARD_KIND_CLUSTER"
+    harness kind-down
   fi
 }
 trap cleanup EXIT
+
+# The suite's GPUs are kwok's fake nodes (started by the test session on the host against this
+# API server), so the kind node advertises none: pods that request GPUs land only on kwok's nodes,
+# which mark them Running without running them.
+gpus=0
+[[ "${TAILGUARD_FAKE_NODES:-4}" == 0 ]] && gpus=${TAILGUARD_KIND_GPUS:-8}
+harness kind-up --gpus "$gpus"
+kubeconfig=$(harness kind-env | sed -n 's/^export KUBECONFIG=//p')
+
+images=${KIND_IMAGES-"tailguard/operator:0.1.0 tailguard/engine-standin:0.1.0"}
+if [[ -n "$images" ]]; then
+  # shellcheck disable=SC2086
+  harness kind-load $images
+fi
 
 if [[ "${TAILGUARD_FAKE_NODES:-4}" != 0 ]]; then
   # Only kwok is needed here: the control plane is kind's.

@@ -1,0 +1,20 @@
+# A kind cluster built entirely on this machine (node image, control-plane images, kind itself from
+# their Go modules and Debian packages). Opt-in: not part of `make test` or CI. See docs/testing.md.
+.PHONY: kind-tools kind-node-image kind-up kind-down kind-env
+
+KIND_HARNESS := PYTHONPATH=$(CURDIR)/e2e $(PY) -m containers
+
+kind-tools: venv ## build kind, containerd 2, kubelet/kubeadm, CoreDNS and pause from their Go modules (cached)
+	@$(KIND_HARNESS) kind-tools
+
+kind-node-image: docker-up base-image kind-tools ## build the kind node image tailguard/kind-node (cached by recipe)
+	@$(KIND_HARNESS) kind-node-image
+
+kind-up: kind-node-image ## create the kind cluster `tailguard` (or find it) with fake nvidia.com/gpu; prints KUBECONFIG
+	@$(KIND_HARNESS) kind-up
+
+kind-down: venv ## delete the kind cluster `tailguard`
+	@$(KIND_HARNESS) kind-down
+
+kind-env: venv ## print `export KUBECONFIG=...` for the kind cluster
+	@$(KIND_HARNESS) kind-env
