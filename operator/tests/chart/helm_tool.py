@@ -118,6 +118,29 @@ class Helm:
         out = self.run(*args, *extra)
         return [doc for doc in yaml.safe_load_all(out) if doc]
 
+    def notes(self, *extra: str, namespace: str = NAMESPACE, release: str = RELEASE) -> str:
+        """The rendered NOTES.txt. ``helm template`` leaves NOTES out and ``helm install --dry-run``
+        needs a cluster, so a copy of the chart renders it as an ordinary template."""
+        import shutil
+
+        copy = self.workdir / "notes-chart"
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(CHART, copy)
+        templates = copy / "templates"
+        body = (templates / "NOTES.txt").read_text(encoding="utf-8")
+        (templates / "NOTES.txt").unlink()
+        # helm parses every rendered template as YAML: the notes travel as one block scalar.
+        (templates / "_notes_body.tpl").write_text(
+            '{{- define "tg-notes-body" -}}\n' + body + "\n{{- end -}}\n", encoding="utf-8"
+        )
+        (templates / "notes.yaml").write_text(
+            'notes: |\n{{ include "tg-notes-body" . | indent 2 }}\n', encoding="utf-8"
+        )
+        args = ["template", release, str(copy), "--namespace", namespace, "--kube-version", KUBE_VERSION]
+        rendered = yaml.safe_load(self.run(*args, "--show-only", "templates/notes.yaml", *extra))
+        return str(rendered["notes"])
+
     def lint(self, values: Mapping[str, Any] | None = None, *, strict: bool = True) -> str:
         args = ["lint", str(CHART), "--kube-version", KUBE_VERSION]
         if strict:

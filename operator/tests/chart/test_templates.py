@@ -530,3 +530,11 @@ def test_templates_refuse_settings_that_cannot_work(
 def test_helm_lint_strict(helm: Helm, values: dict[str, Any]) -> None:
     out = helm.lint(values)
     assert "0 chart(s) failed" in out
+
+
+def test_notes_say_how_to_build_the_image_while_the_default_is_unpublished(helm: Helm) -> None:
+    notes = helm.notes()
+    assert "ImagePullBackOff" in notes
+    assert "make image-push" in notes
+    mirrored = helm.notes("--set", "image.repository=registry.example.com/platform/tailguard")
+    assert "ImagePullBackOff" not in mirrored
