@@ -11,6 +11,7 @@ from tailguard.contract.slo import joint_goodput, slo_figures
 from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError, SeriesByService, ServiceKey, group_vector
+from tailguard.policy import EngineFigures
 
 __all__ = ["MetricsReading", "ServiceFigures", "figures_for", "joint_goodput", "read_metrics"]
 
@@ -49,23 +50,10 @@ async def read_metrics(source: PrometheusSource, scope: QueryScope, *, at: float
 
 
 @dataclass(frozen=True)
-class ServiceFigures:
-    """The figures of one service in one reading; ``None`` means not measured (never zero by default)."""
+class ServiceFigures(EngineFigures):
+    """The figures of one service in one reading (the engines' figures the policy reads, declared
+    once in ``policy.EngineFigures``), how many pods reported, and when."""
 
-    p99_ttft_s: float | None = None
-    p99_tpot_s: float | None = None
-    ttft_within_slo: float | None = None
-    tpot_within_slo: float | None = None
-    goodput: float | None = None
-    request_rate: float | None = None
-    prompt_token_rate: float | None = None
-    generation_token_rate: float | None = None
-    running: float | None = None
-    waiting: float | None = None
-    kv_cache_usage: float | None = None
-    preemption_rate: float | None = None
-    #: Mean inter-token latency (one engine step, as a decoding request sees it), seconds.
-    itl_mean_s: float | None = None
     reporting_pods: int = 0
     sample_time: float | None = None
     errors: tuple[str, ...] = ()

@@ -6,10 +6,19 @@
 
 from tailguard.policy.decide import decide
 from tailguard.policy.schedules import ScheduledFloor, ScheduleWindow, scheduled_floor
-from tailguard.policy.types import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason
+from tailguard.policy.types import (
+    Decision,
+    EngineFigures,
+    Limit,
+    Observation,
+    PolicyConfig,
+    PolicyState,
+    Reason,
+)
 
 __all__ = [
     "Decision",
+    "EngineFigures",
     "Limit",
     "Observation",
     "PolicyConfig",

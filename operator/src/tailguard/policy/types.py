@@ -76,16 +76,15 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
-class Observation:
-    """What Prometheus and the Deployment report at one moment.
+class EngineFigures:
+    """What the engines' metrics say over one ``rate()`` window, summed or averaged over pods.
 
-    Every metric is ``None`` when it was not measured; a value is never invented. Rates are per
+    Every figure is ``None`` when it was not measured; a value is never invented. Rates are per
     second over the reader's ``rate()`` window; ``running`` and ``waiting`` are summed over pods,
-    ``kv_cache_usage`` is the mean over pods (0..1).
+    ``kv_cache_usage`` is the mean over pods (0..1). The metrics reader's figures per service and
+    the policy's observation both carry exactly these, declared once here.
     """
 
-    #: Time of the newest sample (same clock as ``now``); ``None`` when unknown.
-    sample_time: float | None = None
     p99_ttft_s: float | None = None
     p99_tpot_s: float | None = None
     #: Mean inter-token latency over the window: ``rate(vllm:inter_token_latency_seconds_sum)``
@@ -103,6 +102,15 @@ class Observation:
     waiting: float | None = None
     kv_cache_usage: float | None = None
     preemption_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Observation(EngineFigures):
+    """What Prometheus and the Deployment report at one moment: the engines' figures, when they
+    were sampled, and the Deployment's replicas."""
+
+    #: Time of the newest sample (same clock as ``now``); ``None`` when unknown.
+    sample_time: float | None = None
     #: Seconds from a pod's creation to Ready, measured over the service's recent pods
     #: (``None``: not measured; the configured ``startup_s`` is used).
     startup_s: float | None = None

@@ -11,12 +11,8 @@ from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.sizing import RunningSize
 from tailguard.reconcile.workload import Workload
 
-#: Figures a :class:`ServiceFigures` and an :class:`Observation` share, copied one to one.
-_SHARED_FIGURES = tuple(
-    f.name
-    for f in fields(policy.Observation)
-    if f.name in {g.name for g in fields(ServiceFigures)} and f.name not in ("sample_time", "reporting_pods")
-)
+#: The engines' figures, declared once (``policy.EngineFigures``), copied one to one.
+_SHARED_FIGURES = tuple(f.name for f in fields(policy.EngineFigures))
 
 
 def slo_seconds(isvc: InferenceService) -> tuple[float, float | None]:
