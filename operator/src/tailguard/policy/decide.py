@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TypeVar
 
 from tailguard.policy.budget import Headroom, adjust_gain, headroom, record_attainment, record_load
 from tailguard.policy.capacity import (
@@ -326,8 +327,8 @@ def decide(
     budget = max(1e-4, 1.0 - config.goodput_target)
     startup = _startup_horizon(config, obs)
     memory = record_load(state.budget, now, 0.0 if idle else demand, elapsed, startup)
-    memory = record_attainment(memory, _good_share(obs), rate, elapsed)
     good_now = _good_share(obs)
+    memory = record_attainment(memory, good_now, rate, elapsed)
     memory = adjust_gain(memory, budget, elapsed, good_now is not None and good_now < config.goodput_target)
     room = headroom(memory, budget)
     hold: int | None = None
@@ -602,8 +603,7 @@ def _remember_size(
     """Add this decision's fleet to the sizes the scale-down rate reads, keeping only entries
     within the longest down window that are larger than every newer one (a short list)."""
     longest = max(config.scale_down_stabilization_s, config.burst_hold_s)
-    kept = [(t, n) for t, n in sizes if 0 <= now - t < longest and n > replicas]
-    return (*kept, (now, replicas))
+    return _larger_than_newer((*sizes, (now, replicas)), now, longest)
 
 
 def _down_limit(
@@ -629,14 +629,25 @@ def _prune_peaks(
     newer one (so the list stays short and its largest entry is the recent peak)."""
     if config.burst_reserve <= 0:
         return ()
-    kept: list[tuple[float, float]] = []
-    newer_max = -1.0
-    for t, load in reversed(peaks):
-        if now - t >= config.burst_memory_s or t > now:
+    return _larger_than_newer(peaks, now, config.burst_memory_s)
+
+
+_Size = TypeVar("_Size", int, float)
+
+
+def _larger_than_newer(
+    entries: tuple[tuple[float, _Size], ...], now: float, window_s: float
+) -> tuple[tuple[float, _Size], ...]:
+    """The ``(time, value)`` entries within ``window_s`` of ``now`` that are larger than every newer
+    one: the largest value over any later window is the same, and the list stays short."""
+    kept: list[tuple[float, _Size]] = []
+    newer_max: float = -math.inf
+    for t, value in reversed(entries):
+        if now - t >= window_s or t > now:
             continue
-        if load > newer_max:
-            kept.append((t, load))
-            newer_max = load
+        if value > newer_max:
+            kept.append((t, value))
+            newer_max = value
     return tuple(reversed(kept))
 
 
