@@ -260,7 +260,8 @@ def test_each_service_runs_on_its_own_cadence(interval: int) -> None:
     assert decided == 60 // interval
 
 
-def test_status_computed_from_a_stale_copy_is_not_written() -> None:
+def _harness_with_a_stale_copy() -> tuple[Harness, dict[str, Any]]:
+    """An overloaded service whose copy in the inventory is older than the object in the cluster."""
     harness = Harness(
         FakePrometheus(
             answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
@@ -274,6 +275,11 @@ def test_status_computed_from_a_stale_copy_is_not_written() -> None:
     assert view is not None
     view.body["metadata"]["resourceVersion"] = "0"  # older than the object now in the cluster
     harness.inventory.put_service(view.body)
+    return harness, view.body
+
+
+def test_status_computed_from_a_stale_copy_is_not_written() -> None:
+    harness, _ = _harness_with_a_stale_copy()
     report = harness.run()
     assert report.writes == 0
     assert harness.deployment_replicas() == 1, "no action without its recorded intent"
@@ -428,24 +434,12 @@ def test_services_with_the_same_interval_share_one_reading() -> None:
 
 
 def test_after_a_conflict_the_next_decision_waits_for_the_fresh_copy() -> None:
-    harness = Harness(
-        FakePrometheus(
-            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
-        )
-    )
-    harness.add(autoscaling={"maxReplicas": 8})
-    harness.cluster.patch_status(
-        "tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat", {"ready": "0/1"}
-    )
-    view = harness.inventory.view(("team-a", "chat"))
-    assert view is not None
-    view.body["metadata"]["resourceVersion"] = "0"  # older than the object now in the cluster
-    harness.inventory.put_service(view.body)
+    harness, stale = _harness_with_a_stale_copy()
     assert harness.run(NOW).writes == 0, "the stale copy's write conflicts"
     assert harness.run(NOW + 1).decided == 0, "the same stale copy would only conflict again"
     fresh = harness.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
     assert fresh is not None
-    body = copy.deepcopy(view.body)
+    body = copy.deepcopy(stale)
     body["metadata"]["resourceVersion"] = fresh["metadata"]["resourceVersion"]
     harness.inventory.put_service(body)  # the watch delivers the object as it now is
     report = harness.run(NOW + 2)

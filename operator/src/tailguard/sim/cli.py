@@ -23,7 +23,14 @@ from tailguard.sim import synthetic
 from tailguard.sim.oracle import SloTarget
 from tailguard.sim.policies import DEFAULT_POLICIES, REGISTRY, Knob, PolicySpec, Setting
 from tailguard.sim.profiles import PROFILES, EngineProfile, ProfileError, get_profile, load_profiles
-from tailguard.sim.report import summary_document, table, write_plots, write_summary, write_timeline
+from tailguard.sim.report import (
+    summary_document,
+    table,
+    trace_summary,
+    write_plots,
+    write_summary,
+    write_timeline,
+)
 from tailguard.sim.runner import Scenario
 from tailguard.sim.runner import run as run_scenario
 from tailguard.sim.trace import Trace, TraceError, load_trace
@@ -439,12 +446,7 @@ def run(args: argparse.Namespace) -> int:
         document = summary_document(
             result.summaries,
             lower_bound_gpu_hours=result.lower_bound_gpu_hours,
-            trace={
-                "name": trace.name,
-                "requests": len(trace),
-                "duration_s": trace.duration_s,
-                "mean_rate": trace.mean_rate,
-            },
+            trace=trace_summary(trace),
             settings=_settings(args, scenario),
         )
         document["seconds"] = result.seconds

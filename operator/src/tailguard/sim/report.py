@@ -18,6 +18,7 @@ import numpy as np
 
 from tailguard.sim.fleet import RunResult
 from tailguard.sim.oracle import SloTarget, met
+from tailguard.sim.trace import Trace
 
 SUMMARY_VERSION = 1
 #: Width of the bins used for the timeline's ground-truth tail and for recovery times.
@@ -107,6 +108,16 @@ def summarise(run: RunResult, slo: SloTarget) -> PolicySummary:
         max_batch_changes=len(run.max_batch_changes),
         worst_recovery_s=worst_recovery(run, slo),
     )
+
+
+def trace_summary(trace: Trace) -> dict[str, Any]:
+    """What ``summary.json`` says of the trace a run replayed."""
+    return {
+        "name": trace.name,
+        "requests": len(trace),
+        "duration_s": trace.duration_s,
+        "mean_rate": trace.mean_rate,
+    }
 
 
 def summary_document(

@@ -32,7 +32,15 @@ from tailguard.sim.bench.sweep import SweepPoint, at_target, pareto, ratios, swe
 from tailguard.sim.frontier import Point, frontier, informed_with_window
 from tailguard.sim.policies import DEFAULT_POLICIES, REGISTRY
 from tailguard.sim.profiles import get_profile
-from tailguard.sim.report import spread, summary_document, table, write_plots, write_summary, write_timeline
+from tailguard.sim.report import (
+    spread,
+    summary_document,
+    table,
+    trace_summary,
+    write_plots,
+    write_summary,
+    write_timeline,
+)
 from tailguard.sim.runner import Scenario, ScenarioResult, run
 
 
@@ -127,12 +135,7 @@ def _run_trace(
     document = summary_document(
         result.summaries,
         lower_bound_gpu_hours=result.lower_bound_gpu_hours,
-        trace={
-            "name": trace.name,
-            "requests": len(trace),
-            "duration_s": trace.duration_s,
-            "mean_rate": trace.mean_rate,
-        },
+        trace=trace_summary(trace),
         settings={"describe": bench.describe, "seed": seed, "profile": bench.profile, "lead_in_s": lead_s},
     )
     document["goals"] = [
