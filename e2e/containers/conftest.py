@@ -17,6 +17,7 @@ from typing import Final
 import pytest
 
 from containers import base, engine, operator_image
+from lib.opt_in import OptInTier
 
 REQUIRE_ENV: Final = "TAILGUARD_REQUIRE_IMAGES"
 OPT_IN_ENV: Final = "TAILGUARD_IMAGES"
@@ -32,25 +33,11 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _asked_for(config: pytest.Config) -> bool:
-    markexpr = str(config.getoption("markexpr", "") or "")
-    return bool(os.environ.get(OPT_IN_ENV)) or ("images" in markexpr and "not images" not in markexpr)
+TIER: Final = OptInTier("image", "images", "test-images", OPT_IN_ENV, REQUIRE_ENV)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    image_items = [i for i in items if i.get_closest_marker("images")]
-    if not image_items or os.environ.get(REQUIRE_ENV):
-        return  # with TAILGUARD_REQUIRE_IMAGES the session fixture fails with the reason instead
-    reason = unavailable_reason()
-    if reason is None and _asked_for(config):
-        return
-    if reason is None:
-        reason = f"the image tier runs only when asked: `make test-images`, {OPT_IN_ENV}=1 or -m images"
-    else:
-        reason += f" ({REQUIRE_ENV}=1 turns this skip into a failure)"
-    skip = pytest.mark.skip(reason=reason)
-    for item in image_items:
-        item.add_marker(skip)
+    TIER.skip_unless_asked(config, items, unavailable_reason)
 
 
 @pytest.fixture(scope="session")

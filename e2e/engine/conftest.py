@@ -28,6 +28,7 @@ from cluster.prometheus import Prometheus
 from engine import env as engine_env
 from engine import tiny_model
 from engine.runs import LARGE_BATCH, RUNS, SMALL_BATCH, EngineRun, run_engine
+from lib.opt_in import OptInTier
 
 REQUIRE_ENV: Final = "TAILGUARD_REQUIRE_ENGINE"
 OPT_IN_ENV: Final = "TAILGUARD_ENGINE"
@@ -40,25 +41,11 @@ def unavailable_reason() -> str | None:
     return reason
 
 
-def _asked_for(config: pytest.Config) -> bool:
-    markexpr = str(config.getoption("markexpr", "") or "")
-    return bool(os.environ.get(OPT_IN_ENV)) or ("engine" in markexpr and "not engine" not in markexpr)
+TIER: Final = OptInTier("engine", "engine", "test-engine", OPT_IN_ENV, REQUIRE_ENV)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    engine_items = [i for i in items if i.get_closest_marker("engine")]
-    if not engine_items or os.environ.get(REQUIRE_ENV):
-        return  # with TAILGUARD_REQUIRE_ENGINE the session fixture fails with the reason instead
-    reason = unavailable_reason()
-    if reason is None and _asked_for(config):
-        return
-    if reason is None:
-        reason = f"the engine tier runs only when asked: `make test-engine`, {OPT_IN_ENV}=1 or -m engine"
-    else:
-        reason += f" ({REQUIRE_ENV}=1 turns this skip into a failure)"
-    skip = pytest.mark.skip(reason=reason)
-    for item in engine_items:
-        item.add_marker(skip)
+    TIER.skip_unless_asked(config, items, unavailable_reason)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
