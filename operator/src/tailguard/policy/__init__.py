@@ -6,13 +6,13 @@
 
 from tailguard.policy.decide import decide
 from tailguard.policy.schedules import ScheduledFloor, ScheduleWindow, scheduled_floor
+from tailguard.policy.state import PolicyState
 from tailguard.policy.types import (
     Decision,
     EngineFigures,
     Limit,
     Observation,
     PolicyConfig,
-    PolicyState,
     Reason,
 )
 

@@ -33,8 +33,6 @@ def policy_config(isvc: InferenceService, *, rate_window_s: float) -> policy.Pol
         goodput_target=isvc.spec.slo.goodput_target,
         interval_s=float(autoscaling.interval_seconds),
         scale_down_stabilization_s=float(autoscaling.scale_down_stabilization_seconds),
-        # Burst memory stays off: after a breach, scale-down waits for the declared window only.
-        burst_hold_s=float(autoscaling.scale_down_stabilization_seconds),
         max_batch_min=autoscaling.max_batch.min,
         max_batch_max=autoscaling.max_batch.max,
         max_batch_tuning=autoscaling.max_batch.enabled,

@@ -124,8 +124,6 @@ DEFAULT_TRACES = ("bursty", "diurnal", "step", "poisson", "code", "long-context"
 FRONTIER_FLOORS = (4, 5, 6, 7, 8, 9, 10)
 FRONTIER_TAILGUARD: tuple[tuple[str, dict[str, Any]], ...] = (
     ("", {}),
-    ("burst reserve 0.5", {"burst_reserve": 0.5}),
-    ("burst reserve 1", {"burst_reserve": 1.0}),
     ("headroom 0.5", {"headroom": 0.5}),
     ("headroom 1", {"headroom": 1.0}),
     # The floor the informed policy needs at the target on step (7) and bursty (9), declared as

@@ -1,4 +1,4 @@
-"""Checking an observation and deriving the per-replica figures the policy reasons with."""
+"""Checking an observation, reading the SLOs it shows broken, and the per-replica figures it implies."""
 
 from __future__ import annotations
 
@@ -9,18 +9,24 @@ from tailguard.policy.types import Observation, PolicyConfig, Reason
 
 
 def finite(value: float | None) -> bool:
+    """A measured, finite number."""
     return value is not None and math.isfinite(value)
 
 
+def fmt_ms(seconds: float | None) -> str:
+    """Seconds as whole milliseconds for a reason sentence (``n/a`` when unknown)."""
+    return "n/a" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.0f} ms"
+
+
 @dataclass(frozen=True)
-class Problem:
-    """Why an observation cannot be acted on."""
+class DataProblem:
+    """Why an observation cannot be acted on, as a reason code and a sentence."""
 
     code: Reason
     sentence: str
 
 
-def check(config: PolicyConfig, obs: Observation, now: float) -> Problem | None:
+def check(config: PolicyConfig, obs: Observation, now: float) -> DataProblem | None:
     """``None`` when the observation can drive a decision, otherwise what is wrong with it.
 
     Required: a sample time no older than ``max_metric_age_s``; finite, non-negative request
@@ -29,11 +35,11 @@ def check(config: PolicyConfig, obs: Observation, now: float) -> Problem | None:
     requests finished. Missing is never read as zero.
     """
     if not finite(obs.sample_time):
-        return Problem(Reason.METRICS_MISSING, "no sample time: metrics missing")
+        return DataProblem(Reason.METRICS_MISSING, "no sample time: metrics missing")
     assert obs.sample_time is not None
     age = now - obs.sample_time
     if age > config.max_metric_age_s:
-        return Problem(
+        return DataProblem(
             Reason.METRICS_STALE, f"newest sample is {age:.0f} s old (limit {config.max_metric_age_s:.0f} s)"
         )
     missing = [
@@ -46,12 +52,12 @@ def check(config: PolicyConfig, obs: Observation, now: float) -> Problem | None:
         if not finite(value) or (value is not None and value < 0)
     ]
     if missing:
-        return Problem(Reason.METRICS_MISSING, f"missing or invalid: {', '.join(missing)}")
+        return DataProblem(Reason.METRICS_MISSING, f"missing or invalid: {', '.join(missing)}")
     if not is_idle(obs):
         if not finite(obs.p99_ttft_s):
-            return Problem(Reason.METRICS_MISSING, "p99 TTFT missing while requests are served")
+            return DataProblem(Reason.METRICS_MISSING, "p99 TTFT missing while requests are served")
         if config.tpot_slo_s is not None and (obs.request_rate or 0.0) > 0 and not finite(obs.p99_tpot_s):
-            return Problem(Reason.METRICS_MISSING, "p99 TPOT missing while requests are served")
+            return DataProblem(Reason.METRICS_MISSING, "p99 TPOT missing while requests are served")
     return None
 
 
@@ -75,16 +81,17 @@ def breach(config: PolicyConfig, obs: Observation) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Derived:
+class ReplicaFigures:
     """Per-replica figures from one valid observation (``None`` where the data cannot tell)."""
 
     serving: int  # replicas whose engines report
     per_replica_rate: float | None  # finished req/s per serving replica
     batch: float | None  # mean decode batch per serving replica over the window
     step_s: float | None  # mean engine step over the window
-    #: True when batch and step are window means of independent series (fit material); false
-    #: when the step is running ÷ token rate, which moves with the running gauge by construction.
-    fit_material: bool
+    #: True when batch and step are window means of independent series (the inter-token latency
+    #: was measured), so the step-time curve can be fitted to them; false when the step is
+    #: running ÷ token rate, which moves with the running gauge by construction.
+    step_measured: bool
     output_tokens: float | None  # generated tokens per finished request
     kv_per_seq: float | None  # KV-cache share one running request holds
     #: Prompt tokens per finished request (``None`` without a prompt-token rate).
@@ -94,7 +101,8 @@ class Derived:
     prefill_tokens: float | None = None
 
 
-def derive(obs: Observation) -> Derived:
+def replica_figures(obs: Observation) -> ReplicaFigures:
+    """What one serving replica runs, finishes and holds over the window, from the fleet's sums."""
     serving = obs.reporting_pods if obs.reporting_pods is not None else obs.ready_replicas
     serving = max(0, min(serving, obs.ready_replicas)) if obs.ready_replicas else max(0, serving)
     rate = obs.request_rate or 0.0
@@ -136,6 +144,6 @@ def derive(obs: Observation) -> Derived:
     if not sane:
         batch, step, material = None, None, False
     prefill_tokens = prompt / serving * step if prompt is not None and step is not None and serving else None
-    return Derived(
+    return ReplicaFigures(
         serving, per_rate, batch, step, material, out_tokens, kv_per_seq, prompt_tokens, prefill_tokens
     )

@@ -1,0 +1,222 @@
+"""The load: arrivals now, their smoothed level and trend, and the outlook over one start-up.
+
+The metrics give finished requests per second over a rate window. Arrivals differ from that by
+what piles up in (or empties from) the engines, and the rate lags the running gauge by half a
+window. This module turns one observation and the remembered in-flight samples into the load the
+policy sizes for, with no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tailguard.policy.observed import ReplicaFigures
+from tailguard.policy.state import PolicyState
+from tailguard.policy.types import Observation, PolicyConfig
+
+#: Smoothing of the arrival rate (Holt's linear method, per decision).
+_LEVEL_GAIN = 0.5
+_TREND_GAIN = 0.2
+#: A trend counts only when it adds this share of the load over the horizon.
+_TREND_SIGNIFICANT = 0.08
+#: Requests in flight above the window's mean batch by this factor mean a rising load (noise stays under it).
+_SURGE = 1.3
+#: A surge this large is a jump: the rate window then ramps up for one window to catch up with it.
+_JUMP = 1.5
+#: A start is warm (its first windows no longer fill up and look like growth) after this long.
+_WARM_UP_S = 240.0
+
+#: One in-flight sample: ``(sample time, requests running + waiting, serving replicas)``.
+InFlightSample = tuple[float, float, int]
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """The load read from one observation, in requests per second, and what to remember of it."""
+
+    #: Finished requests per second over the window (the metric as read).
+    finished: float
+    #: Finished corrected by the change of requests in flight over the window (Little's law).
+    flowed: float
+    #: The load now: ``flowed``, raised by a surge of the running gauge and, in a breach, by the
+    #: queue's growth since the last decision.
+    now: float
+    #: Holt's smoothed level and trend (req/s per second) of the window's arrivals.
+    level: float
+    trend: float
+    #: The running gauge reads a rise the window has not caught up with yet.
+    surging: bool
+    #: When the running gauge last read a jump of the load.
+    jump_at: float | None
+    #: More requests wait than replicas serve, now; and when that was last seen.
+    queued: bool
+    queue_at: float | None
+    #: No queue within the last rate window (the p99s no longer carry one).
+    queue_gone: bool
+    #: The in-flight samples to remember (this one included).
+    in_flight: tuple[InFlightSample, ...]
+
+
+def read_arrivals(
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    replica: ReplicaFigures,
+    *,
+    now: float,
+    elapsed: float,
+    broken: bool,
+) -> Arrivals:
+    """The load of this observation (``elapsed``: seconds since the last valid decision)."""
+    assert obs.sample_time is not None
+    rate = obs.request_rate or 0.0
+    waiting = obs.waiting or 0.0
+    # Over the rate window, arrivals = finished + the change of requests in flight. Right after
+    # help arrives the engines empty and finish faster than requests come; right after a surge
+    # they fill up.
+    in_flight_now = (obs.running or 0.0) + waiting
+    history = _prune_in_flight(state.in_flight, obs.sample_time, config)
+    flow = _in_flight_change(history, obs.sample_time, in_flight_now, replica.serving, config)
+    history = (*history, (obs.sample_time, in_flight_now, replica.serving))
+    flowed = max(0.0, rate + flow) if flow is not None else rate
+    # Rates lag by the window; the running and waiting gauges do not. When the requests in the
+    # engines now outnumber the window's mean batch, the load is rising now: scale the rate by
+    # that surge (Little's law: requests in flight grow with arrivals). Both counts are per
+    # serving replica, so a scale-up within the window fakes none. After a scale-down each
+    # replica runs more, and slower, by design: the bar rises by the share of replicas removed
+    # within the window (more than slower steps add), so a real surge still shows through.
+    fleet_then = max((row[2] for row in history), default=replica.serving)
+    surge_bar = _SURGE * max(1.0, fleet_then / max(1, replica.serving))
+    surge = 1.0
+    if replica.step_measured and replica.batch and replica.serving and replica.batch >= 1.0:
+        # Running only: a queue says the same thing again, and is counted as its growth below.
+        surge = min(2.0, (obs.running or 0.0) / replica.serving / replica.batch)
+    surging = surge > surge_bar
+    jump_at = now if surging and surge >= _JUMP else state.jump_seen_at
+    load = rate
+    if surging:
+        load = max(load, rate * surge)
+    # Under overload the replicas finish only what they sustain: the growth of the queue since
+    # the last decision is demand too.
+    if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
+        load += max(0.0, (waiting - state.waiting) / elapsed)
+    # The in-flight change corrects the rate both ways when all is calm; while the SLO is broken
+    # or the engines surge it may only add (what the replicas finish is then the least demand).
+    load = max(load, flowed) if broken or surging else flowed
+    level, trend = _holt(state, max(flowed, rate) if broken else flowed, elapsed)
+    # A queue: more requests waiting than replicas, so no replica is left with a free slot. The
+    # p99s span the rate window: a breach read within one window of a queue may be only that
+    # queue's tail, already gone.
+    queued = waiting > max(1, replica.serving)
+    queue_at = now if queued else state.queue_seen_at
+    return Arrivals(
+        finished=rate,
+        flowed=flowed,
+        now=load,
+        level=level,
+        trend=trend,
+        surging=surging,
+        jump_at=jump_at,
+        queued=queued,
+        queue_at=queue_at,
+        queue_gone=queue_at is None or now - queue_at > config.rate_window_s,
+        in_flight=history,
+    )
+
+
+def _holt(state: PolicyState, observed: float, elapsed: float) -> tuple[float, float]:
+    """The next level (≥ 0) and trend. They follow the window's arrivals only: the surge and the
+    queue's growth are a reading of the load now, and fed into the trend one step of the load
+    would be extrapolated as a ramp over the whole start-up horizon."""
+    if state.rate_level is None or elapsed <= 0:
+        return max(0.0, observed), 0.0
+    predicted = state.rate_level + state.rate_trend * elapsed
+    level = predicted + _LEVEL_GAIN * (observed - predicted)
+    trend = state.rate_trend + _TREND_GAIN * ((level - state.rate_level) / elapsed - state.rate_trend)
+    return max(0.0, level), trend
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """The load to size for: now, over one start-up, and (for a scale-down) the confirmed fall."""
+
+    #: The larger of the load now and the smoothed level: what the fleet must serve.
+    demand: float
+    #: The level extrapolated over the start-up horizon while a significant rise lasts.
+    forecast: float
+    #: The trend confirms a significant fall: the load now is below the window's mean.
+    falling: bool
+    #: The level half a window on (the window's mean is half a window old) while falling.
+    nowcast: float
+    #: The measured load (no surge, no queue growth): what the budget's headroom scales.
+    measured: float
+    #: Seconds the forecast looks ahead.
+    horizon_s: float
+
+
+def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, *, now: float, broken: bool) -> Outlook:
+    """Where the load is heading. The trend of finished requests means little while the queue grows,
+    nor right after a start (the first windows fill up and look like growth), nor within one rate
+    window of a jump (the window's mean climbs to the new load, which the surge sized for)."""
+    horizon = config.startup_s
+    warmed_up = state.started_at is not None and now - state.started_at >= _WARM_UP_S
+    catching_up = load.jump_at is not None and now - load.jump_at <= config.rate_window_s
+    level, trend = load.level, load.trend
+    rising = warmed_up and not broken and not catching_up and trend * horizon > _TREND_SIGNIFICANT * level
+    # A fall the trend confirms is no blip: the rate window's mean is half a window old, so the
+    # load now is lower still, and the hysteresis band (which keeps a flat load near a boundary
+    # from flapping) is not needed to tell it from noise. A scale-down waits out its window, so
+    # a fall counts when it sheds a significant share of the load over that window.
+    fall_horizon = max(horizon, config.scale_down_stabilization_s)
+    falling = warmed_up and not broken and -trend * fall_horizon > _TREND_SIGNIFICANT * level
+    return Outlook(
+        demand=max(load.now, level),
+        forecast=level + trend * horizon if rising else level,
+        falling=falling,
+        nowcast=max(0.0, level + trend * 0.5 * config.rate_window_s) if falling else level,
+        measured=max(load.flowed, level),
+        horizon_s=horizon,
+    )
+
+
+def steady(config: PolicyConfig, load: Arrivals) -> bool:
+    """No surge and no significant rise over one start-up: a window that reads the load as it is."""
+    return not load.surging and load.trend * config.startup_s <= _TREND_SIGNIFICANT * max(load.level, 1e-9)
+
+
+def _prune_in_flight(
+    history: tuple[InFlightSample, ...], sample_time: float, config: PolicyConfig
+) -> tuple[InFlightSample, ...]:
+    """The in-flight samples one rate window can still use (older ones, and any from the future
+    of this sample after a clock step, are dropped)."""
+    oldest = sample_time - config.rate_window_s - 2 * config.interval_s
+    return tuple(row for row in history if oldest <= row[0] < sample_time)
+
+
+def _in_flight_change(
+    history: tuple[InFlightSample, ...],
+    sample_time: float,
+    in_flight: float,
+    serving: int,
+    config: PolicyConfig,
+) -> float | None:
+    """Requests per second added to the engines over about one rate window, or ``None``.
+
+    ``None`` without a sample from at least half a window ago, and when fewer replicas serve
+    now than then: a removed pod's requests leave the sum without finishing, which is no fall
+    of arrivals.
+    """
+    start = sample_time - config.rate_window_s
+    usable = [row for row in history if sample_time - row[0] >= 0.5 * config.rate_window_s]
+    if not usable:
+        return None
+    t, then, serving_then = min(usable, key=lambda row: abs(row[0] - start))
+    if serving < serving_then:
+        return None
+    # Requests in flight jitter by about the square root of their number (arrivals and
+    # finishes are random): only the change beyond twice that is a trend of arrivals.
+    change = in_flight - then
+    noise = 2.0 * math.sqrt(max(0.0, in_flight) + max(0.0, then))
+    change = math.copysign(max(0.0, abs(change) - noise), change)
+    return change / (sample_time - t)

@@ -1,0 +1,195 @@
+"""The replicas the load asks for, before any limit: the sizing rule and the error budget's hold.
+
+replicas = load ÷ (capacity per replica × target utilization), where the load is the larger of the
+load now and its forecast over one start-up. When the SLO is broken the queue is added as load to
+drain, and a fleet the model thinks large enough gets one replica more anyway. The error budget's
+headroom then holds capacity for the load the service may meet before a new replica is ready.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tailguard.policy.arrivals import Arrivals, Outlook
+from tailguard.policy.budget import (
+    BudgetMemory,
+    Headroom,
+    adjust_gain,
+    headroom,
+    record_attainment,
+    record_load,
+)
+from tailguard.policy.learning import ReplicaCapacity
+from tailguard.policy.observed import ReplicaFigures, fmt_ms
+from tailguard.policy.state import PolicyState
+from tailguard.policy.types import Observation, PolicyConfig, Reason
+
+#: How fast a saturated replica's own queue should empty once help arrives.
+_DRAIN_S = 60.0
+
+
+def planned_utilization(config: PolicyConfig) -> float:
+    """The share of the learned capacity to plan for, after the user's headroom."""
+    return config.target_utilization / (1.0 + max(0.0, config.headroom))
+
+
+def ceil_replicas(replicas: float) -> int:
+    """Round a replica need up, forgiving float noise (3.0001 is 3) and absurd inputs."""
+    if not math.isfinite(replicas):
+        return 1_000_000 if replicas > 0 else 0
+    return max(0, min(1_000_000, math.ceil(replicas - 0.02)))
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the load asks for, why, and what the error budget learned on the way."""
+
+    recommended: int
+    code: Reason
+    #: The reason's sentences so far (the limits add theirs).
+    parts: tuple[str, ...]
+    #: Replicas the measured load needs at the healthy capacity (``None``: nothing to size with):
+    #: what a breach's stabilization entry remembers instead of its emergency size.
+    sized: int | None
+    budget: BudgetMemory
+
+
+def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
+    """Seconds from asking for a replica to its serving: measured from the service's pods when
+    reported, else the configured figure."""
+    measured = obs.startup_s
+    if measured is not None and math.isfinite(measured) and 0 < measured < 3600:
+        return measured
+    return config.startup_s
+
+
+def _good_share(obs: Observation) -> float | None:
+    """The share of the window's requests that met every SLO (goodput, else the TTFT share)."""
+    for value in (obs.goodput, obs.ttft_within_slo):
+        if value is not None and math.isfinite(value):
+            return value
+    return None
+
+
+def _learn_budget(
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    demand: float,
+    *,
+    now: float,
+    elapsed: float,
+    idle: bool,
+) -> tuple[BudgetMemory, Headroom, float]:
+    """Fold this window into the error budget's memory; the headroom it allows and the horizon."""
+    budget = max(1e-4, 1.0 - config.goodput_target)
+    startup = startup_horizon(config, obs)
+    memory = record_load(state.budget, now, 0.0 if idle else demand, elapsed, startup)
+    good_now = _good_share(obs)
+    memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
+    memory = adjust_gain(memory, budget, elapsed, good_now is not None and good_now < config.goodput_target)
+    return memory, headroom(memory, budget), startup
+
+
+def size_need(
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    replica: ReplicaFigures,
+    load: Arrivals,
+    ahead: Outlook,
+    cap: ReplicaCapacity,
+    *,
+    now: float,
+    elapsed: float,
+    broken: list[str],
+    idle: bool,
+    settled: bool,
+) -> Need:
+    """The recommendation for this window (``broken``: the breach sentences, empty when met)."""
+    current = obs.desired_replicas
+    waiting = obs.waiting or 0.0
+    u = planned_utilization(config)
+    healthy = cap.healthy
+    sized = None
+    if healthy is not None and healthy > 0 and not idle:
+        sized = ceil_replicas(ahead.measured / (healthy * u))
+    memory, room, startup = _learn_budget(
+        config, state, obs, ahead.demand, now=now, elapsed=elapsed, idle=idle
+    )
+    hold: int | None = None
+    held_load = 0.0
+    if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
+        held_load = min(ahead.measured * room.ratio, max(room.peak, ahead.measured)) * room.margin
+        hold = ceil_replicas(held_load / healthy)
+    parts: list[str] = []
+    per_replica = cap.per_replica
+    if idle:
+        return Need(config.min_replicas, Reason.IDLE, ("no requests",), sized, memory)
+    if per_replica is None or per_replica <= 0:
+        # Nothing to size with yet (no finished request): act only on a broken SLO.
+        recommended = current + 1 if broken and obs.starting_replicas == 0 else current
+        parts.extend(broken or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)}"])
+        parts.append("capacity not learned yet")
+        return Need(recommended, Reason.SLO_BREACH if broken else Reason.STEADY, tuple(parts), sized, memory)
+
+    demand = ahead.demand
+    up = ceil_replicas(max(demand, ahead.forecast) / (per_replica * u))
+    on_the_way = obs.starting_replicas + obs.pending_replicas
+    if broken and not on_the_way:
+        # Each saturated replica keeps its own queue (the Service does not move requests), so it
+        # drains only by the margin between its capacity and its share of arrivals: size the fleet
+        # so that margin empties the queue within _DRAIN_S. Once replicas are on the way this extra
+        # is not asked for again: the queue grows while they start whatever is done, and asking
+        # again would cascade.
+        queue_each = waiting / max(1, replica.serving)
+        margin = max(0.5 * per_replica, per_replica - queue_each / _DRAIN_S)
+        up = max(up, ceil_replicas(demand / margin))
+    if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
+        # Replicas are starting for this breach: wait for them unless the need grew clearly.
+        recommended = current
+    elif up > current:
+        recommended = up
+    elif broken:
+        recommended = current
+        if settled and obs.pending_replicas == 0:
+            # The model sees room, yet the SLO is broken: add a replica anyway.
+            recommended = current + 1
+    else:
+        # Down only once the load fits with a margin (hysteresis), unless the trend confirms a fall.
+        down_u = u if ahead.falling else max(0.05, u - config.scale_down_margin)
+        down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
+        down = ceil_replicas(down_load / (per_replica * down_u))
+        recommended = min(current, down) if down < current else current
+    holding = hold is not None and hold > recommended and not broken
+    if hold is not None and holding:
+        recommended = hold
+    if broken:
+        code = Reason.SLO_BREACH
+    elif recommended > current:
+        code = Reason.LOAD_RISING
+    elif recommended < current:
+        code = Reason.LOAD_FALLING
+    else:
+        code = Reason.STEADY
+    parts.extend(broken or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)} within SLO {fmt_ms(config.ttft_slo_s)}"])
+    said = f"load {demand:.1f} req/s"
+    if ahead.forecast > demand * 1.01:
+        said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"
+    parts.append(said)
+    if holding:
+        parts.append(_holding_sentence(hold, held_load, room, startup))
+    if cap.saturated:
+        parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
+    elif cap.modelled is not None:
+        parts.append(f"capacity {per_replica:.1f} req/s per replica ({cap.modelled.explain()})")
+    return Need(recommended, code, tuple(parts), sized, memory)
+
+
+def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: float) -> str:
+    burn = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
+    return (
+        f"holding {hold} for {load:.1f} req/s: p{room.quantile * 100:.4g} of the load within "
+        f"{startup_s:.0f} s in its history{burn}"
+    )
