@@ -25,6 +25,7 @@ DEPLOYMENT = ("apps/v1", "Deployment")
 SERVICE = ("v1", "Service")
 SERVICE_LABEL = "tailguard.dev/inference-service"
 GPU = "nvidia.com/gpu"
+DESIRED_REPLICAS = "deployment.kubernetes.io/desired-replicas"
 #: The operator refreshes a service's status on its resync (about every 30 s for pod-only changes).
 STATUS_TIMEOUT = 90
 
@@ -336,7 +337,7 @@ def test_a_spec_changed_mid_rollout_converges_to_the_last_spec(
         "the Deployment and every pod to carry the last spec (2 replicas, max batch 48)",
         converged,
         timeout=120,
-        details=lambda: kube.describe_namespace(namespace),
+        details=lambda: kube.describe_namespace(namespace) + "\n" + _replica_set_marks(kube, namespace, name),
     )
     wait_for(
         "status to report the last spec",
@@ -353,6 +354,69 @@ def test_a_spec_changed_mid_rollout_converges_to_the_last_spec(
         lambda: (kube.get(*DEPLOYMENT, name, namespace) or {})["metadata"]["generation"] == generation,
         duration=10,
     )
+
+
+def _replica_set_marks(kube: Kube, namespace: str, name: str) -> str:
+    """Each ReplicaSet's replicas and desired-replicas mark, for failure messages."""
+    rows = [
+        f"{rs['metadata']['name']}: replicas {rs['spec'].get('replicas')}, marked "
+        f"{(rs['metadata'].get('annotations') or {}).get(DESIRED_REPLICAS)}, max batch {_template_seqs(rs)}"
+        for rs in kube.list("apps/v1", "ReplicaSet", namespace, labels={SERVICE_LABEL: name})
+    ]
+    return "ReplicaSets:\n  " + "\n  ".join(rows)
+
+
+def test_a_rollout_the_deployment_controller_stalls_is_repaired(
+    kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
+) -> None:
+    """Kubernetes' Deployment controller takes a ReplicaSet marked for another replica count than
+    its Deployment for a scaling event and only scales: with one ReplicaSet already at the count,
+    nothing rewrites the mark and a new template never rolls out. The mark is set by hand here
+    (what a replica count and a template changed mid-rollout can leave behind); tailguard must
+    rewrite it, say so, and let the rollout finish."""
+    name = "llama-8b-chat"
+    manifest = _manual(examples[name], 2)
+    manifest["spec"].setdefault("engine", {})["maxNumSeqs"] = 64
+    _create(kube, namespace, manifest)
+    wait_for(
+        "2 pods Running and Ready",
+        lambda: len([p for p in _pods(kube, namespace, name) if _running_ready(p)]) == 2,
+        timeout=60,
+        details=lambda: kube.describe_namespace(namespace),
+    )
+    (only,) = [
+        rs
+        for rs in kube.list("apps/v1", "ReplicaSet", namespace, labels={SERVICE_LABEL: name})
+        if rs["spec"].get("replicas")
+    ]
+    kube.patch(
+        "apps/v1",
+        "ReplicaSet",
+        only["metadata"]["name"],
+        {"metadata": {"annotations": {DESIRED_REPLICAS: "3"}}},
+        namespace,
+    )
+    kube.patch(*ISVC, name, {"spec": {"engine": {"maxNumSeqs": 32}}}, namespace)
+
+    def rolled_out() -> bool:
+        dep = kube.get(*DEPLOYMENT, name, namespace) or {}
+        pods = _pods(kube, namespace, name)
+        return (
+            (dep.get("status") or {}).get("updatedReplicas") == 2
+            and len(pods) == 2
+            and all(_running_ready(p) and _template_seqs(p) == "32" for p in pods)
+        )
+
+    wait_for(
+        "the rollout to max batch 32 to finish",
+        rolled_out,
+        timeout=90,
+        details=lambda: kube.describe_namespace(namespace) + "\n" + _replica_set_marks(kube, namespace, name),
+    )
+    events = kube.list("v1", "Event", namespace)
+    stalled = [e for e in events if e.get("reason") == "RolloutStalled"]
+    assert stalled, [e.get("reason") for e in events]
+    assert only["metadata"]["name"] in stalled[0]["message"], stalled[0]["message"]
 
 
 def test_deleting_the_service_garbage_collects_its_children(

@@ -18,6 +18,8 @@ NAMESPACED_RULES: Final[list[dict[str, Any]]] = [
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch", "update"]},
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch", "update"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": _WRITE},
+    # Only to rewrite a stale desired-replicas mark that stalls a rollout (reconcile.rollout_repair).
+    {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get", "list", "patch"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": _WRITE},
     {"apiGroups": [""], "resources": ["pods"], "verbs": _READ},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},

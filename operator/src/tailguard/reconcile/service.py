@@ -18,6 +18,7 @@ from tailguard.k8s.labels import selector_labels
 from tailguard.k8s.render import RenderSettings
 from tailguard.reconcile.children import sync_children, sync_deployment
 from tailguard.reconcile.conditions import find_condition
+from tailguard.reconcile.rollout_repair import repair_stalled_rollout
 from tailguard.reconcile.sizing import running_size
 from tailguard.reconcile.status import EventNote, changed_fields, invalid_spec_status, workload_status
 from tailguard.reconcile.workload import Workload, observe_workload
@@ -83,6 +84,15 @@ def reconcile(
         result.events.append(EventNote("Normal", "Created", f"created {label}"))
     for label in children.updated:
         result.events.append(EventNote("Normal", "Updated", f"brought {label} back to the spec"))
+    for mark in repair_stalled_rollout(api, children.deployment, isvc.metadata.name):
+        result.events.append(
+            EventNote(
+                "Warning",
+                "RolloutStalled",
+                f"ReplicaSet/{mark.name} was marked for {mark.marked} replicas where the Deployment wants "
+                f"{mark.wanted}, which stalls its rollout; set the mark to {mark.wanted}",
+            )
+        )
 
     workload = observe_workload(children.deployment, pods)
     result.workload = workload
