@@ -10,7 +10,7 @@ from tailguard.sim import synthetic
 from tailguard.sim.engine import Engine, EngineSnapshot
 from tailguard.sim.fleet import FleetConfig, PodPhase
 from tailguard.sim.oracle import SloTarget, lower_bound
-from tailguard.sim.policies import Slo
+from tailguard.sim.policies import SloAndBounds
 from tailguard.sim.policies.hpa import Hpa
 from tailguard.sim.policies.keda import Keda
 from tailguard.sim.policies.kpa import Kpa
@@ -18,7 +18,7 @@ from tailguard.sim.policies.wva import Wva
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.prometheus import ModelledPrometheus
 
-SLO = Slo(ttft_s=0.5, tpot_s=None, goodput=0.99, min_replicas=1, max_replicas=32)
+SLO = SloAndBounds(ttft_s=0.5, tpot_s=None, goodput=0.99, min_replicas=1, max_replicas=32)
 EMPTY = Engine(get_profile("h100-llama3-8b")).snapshot()
 
 

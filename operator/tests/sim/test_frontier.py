@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tailguard.sim import synthetic
-from tailguard.sim.frontier import Informed
+from tailguard.sim.frontier import KnownRatePolicy
 from tailguard.sim.report import PolicySummary, spread
 
 
@@ -42,7 +42,7 @@ class _View:
     ids=["calm", "jump not seen yet", "jump seen one scrape later", "floor holds", "need above floor"],
 )
 def test_informed_sizes_exactly_and_late(now: float, floor: int, expected: int) -> None:
-    policy = Informed(synthetic.step_rate(40, 80, 3600), per_replica=10.0, floor=floor, delay_s=15.0)
+    policy = KnownRatePolicy(synthetic.step_rate(40, 80, 3600), per_replica=10.0, floor=floor, delay_s=15.0)
     assert policy.step(now, _View()).replicas == expected  # type: ignore[arg-type]
 
 
@@ -74,7 +74,9 @@ def test_diurnal_and_constant_rates_are_the_schedules_of_their_traces() -> None:
 
 
 def test_informed_held_by_a_scale_down_window_keeps_the_largest_size_of_the_window() -> None:
-    policy = Informed(synthetic.step_rate(80, 40, 3600), per_replica=10.0, floor=1, down_window_s=300.0)
+    policy = KnownRatePolicy(
+        synthetic.step_rate(80, 40, 3600), per_replica=10.0, floor=1, down_window_s=300.0
+    )
     assert policy.step(1700.0, _View()).replicas == 8  # type: ignore[arg-type]
     assert policy.step(1900.0, _View()).replicas == 8  # type: ignore[arg-type]  # the fall, within the window
     assert policy.step(2001.0, _View()).replicas == 4  # type: ignore[arg-type]  # the 8 left the window

@@ -1,6 +1,6 @@
 """What any reactive policy can reach on a load that jumps: an idealised policy and its frontier.
 
-:class:`Informed` is told the trace's true arrival rate (the schedule the synthetic trace was
+:class:`KnownRatePolicy` is told the trace's true arrival rate (the schedule the synthetic trace was
 drawn from) but acts on a change only ``delay_s`` later, as a policy reading metrics must (one
 scrape at the least), and its new replicas take the fleet's cold start like anyone's. It sizes
 exactly, ``ceil(rate / per_replica)``, never below ``floor`` replicas (headroom held all the
@@ -25,7 +25,7 @@ from tailguard.sim.runner import Scenario, build
 from tailguard.sim.synthetic import RateFn
 
 
-class Informed:
+class KnownRatePolicy:
     """Exact sizing for the true rate, ``delay_s`` late, never below ``floor`` replicas.
 
     With ``down_window_s`` it scales down only to the largest size of that window, as a declared
@@ -85,7 +85,9 @@ def frontier(
     points: list[Point] = []
     fleet = scenario.fleet(bound[0])
     for floor in floors:
-        informed = Informed(rate, per_replica=per_replica, floor=floor, max_replicas=scenario.max_replicas)
+        informed = KnownRatePolicy(
+            rate, per_replica=per_replica, floor=floor, max_replicas=scenario.max_replicas
+        )
         run = simulate(scenario.trace, informed, fleet)
         points.append(Point(f"informed, floor {floor}", summarise(run, scenario.slo)))
     for label, overrides in tailguard_settings:
@@ -102,7 +104,7 @@ def informed_with_window(scenario: Scenario, rate: RateFn, bound: list[int], *, 
     """The informed policy (no floor) bound by the scenario's declared scale-down window: what the
     window alone costs a policy that knows the load."""
     window = scenario.policy_config().scale_down_stabilization_s
-    informed = Informed(
+    informed = KnownRatePolicy(
         rate, per_replica=per_replica, floor=1, max_replicas=scenario.max_replicas, down_window_s=window
     )
     run = simulate(scenario.trace, informed, scenario.fleet(bound[0]))

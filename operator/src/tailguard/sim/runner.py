@@ -14,7 +14,7 @@ from tailguard.policy import PolicyConfig, ScheduleWindow
 from tailguard.sim import policies as registry
 from tailguard.sim.fleet import Autoscaler, FleetConfig, RunResult, simulate
 from tailguard.sim.oracle import SloTarget, lower_bound
-from tailguard.sim.policies import BuildContext, Settings, Slo
+from tailguard.sim.policies import BuildContext, Settings, SloAndBounds
 from tailguard.sim.policies.hindsight import Fixed
 from tailguard.sim.profiles import EngineProfile
 from tailguard.sim.report import PolicySummary, summarise
@@ -104,7 +104,7 @@ class ScenarioResult:
 
 def context(scenario: Scenario, bound: Sequence[int], flat: FlatFleet | None = None) -> BuildContext:
     """What the registry builds a policy of this scenario from."""
-    slo = Slo(
+    slo = SloAndBounds(
         scenario.slo.ttft_s,
         scenario.slo.tpot_s,
         scenario.slo.goodput,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tailguard.sim.fleet import Autoscaler
 from tailguard.sim.policies import dynamo, hindsight, hpa, keda, kpa, tailguard, wva
-from tailguard.sim.policies.base import BuildContext, Knob, PolicySpec, Setting, Settings, Slo
+from tailguard.sim.policies.base import BuildContext, Knob, PolicySpec, Setting, Settings, SloAndBounds
 
 REGISTRY: dict[str, PolicySpec] = {
     spec.name: spec
@@ -53,7 +53,7 @@ __all__ = [
     "PolicySpec",
     "Setting",
     "Settings",
-    "Slo",
+    "SloAndBounds",
     "build",
     "get",
 ]

@@ -18,7 +18,9 @@ Settings = Mapping[str, Setting]
 
 
 @dataclass(frozen=True)
-class Slo:
+class SloAndBounds:
+    """The scenario's SLO and replica bounds, as every peer policy is built with them."""
+
     ttft_s: float
     tpot_s: float | None
     goodput: float
@@ -31,7 +33,7 @@ class BuildContext:
     """What a policy is built from: the scenario's SLO and bounds, tailguard's configuration, and
     the hindsight figures of the same trace (the lower bound's schedule, the flat fleet)."""
 
-    slo: Slo
+    slo: SloAndBounds
     policy_config: PolicyConfig
     #: The lower bound's replicas per window, and the window.
     bound: Sequence[int]
@@ -140,7 +142,7 @@ class HpaBehaviour:
     scale-down stabilization (max of the window), the scale-up limit max(4 pods, 100%) per 15 s
     and the bounds."""
 
-    def __init__(self, slo: Slo, *, down_window_s: float = 300.0) -> None:
+    def __init__(self, slo: SloAndBounds, *, down_window_s: float = 300.0) -> None:
         self.slo = slo
         self.down_window_s = down_window_s
         self.history: deque[tuple[float, int]] = deque()
@@ -183,5 +185,5 @@ def mean_per_pod(
     return {p: sums[p] / counts[p] for p in sums if counts.get(p, 0.0) > 0}
 
 
-def bounded(slo: Slo, desired: int) -> int:
+def bounded(slo: SloAndBounds, desired: int) -> int:
     return min(slo.max_replicas, max(slo.min_replicas, desired))

@@ -11,7 +11,7 @@ from tailguard.sim.policies.base import (
     Knob,
     PolicySpec,
     Settings,
-    Slo,
+    SloAndBounds,
     bounded,
     mean_per_pod,
     number,
@@ -28,7 +28,7 @@ class Dynamo:
     name = "dynamo"
 
     def __init__(
-        self, slo: Slo, *, window_s: float = 60.0, interval_s: float = 5.0, down_share: float = 0.8
+        self, slo: SloAndBounds, *, window_s: float = 60.0, interval_s: float = 5.0, down_share: float = 0.8
     ) -> None:
         self.slo = slo
         self.interval_s = interval_s
@@ -68,7 +68,7 @@ class DynamoSla:
     name = "dynamo-sla"
 
     def __init__(
-        self, slo: Slo, *, throughput: float, interval_s: float = 180.0, predictor: str = "constant"
+        self, slo: SloAndBounds, *, throughput: float, interval_s: float = 180.0, predictor: str = "constant"
     ) -> None:
         self.slo = slo
         self.interval_s = interval_s

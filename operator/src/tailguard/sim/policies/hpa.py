@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 
 from tailguard.sim.fleet import Action, FleetView, PodPhase
-from tailguard.sim.policies.base import BuildContext, HpaBehaviour, Knob, PolicySpec, Settings, Slo, number
+from tailguard.sim.policies.base import (
+    BuildContext,
+    HpaBehaviour,
+    Knob,
+    PolicySpec,
+    Settings,
+    SloAndBounds,
+    number,
+)
 
 
 class Hpa:
@@ -16,7 +24,7 @@ class Hpa:
     name = "hpa"
 
     def __init__(
-        self, slo: Slo, *, target: float = 2.0, tolerance: float = 0.1, down_window_s: float = 300.0
+        self, slo: SloAndBounds, *, target: float = 2.0, tolerance: float = 0.1, down_window_s: float = 300.0
     ) -> None:
         self.interval_s = 15.0
         self.target = target

@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 
 from tailguard.sim.fleet import Action, FleetView
-from tailguard.sim.policies.base import BuildContext, HpaBehaviour, Knob, PolicySpec, Settings, Slo, number
+from tailguard.sim.policies.base import (
+    BuildContext,
+    HpaBehaviour,
+    Knob,
+    PolicySpec,
+    Settings,
+    SloAndBounds,
+    number,
+)
 
 
 class Keda:
@@ -17,7 +25,12 @@ class Keda:
     name = "keda"
 
     def __init__(
-        self, slo: Slo, *, threshold: float = 5.0, tolerance: float = 0.1, down_window_s: float = 300.0
+        self,
+        slo: SloAndBounds,
+        *,
+        threshold: float = 5.0,
+        tolerance: float = 0.1,
+        down_window_s: float = 300.0,
     ) -> None:
         self.interval_s = 15.0
         self.threshold = threshold

@@ -6,7 +6,15 @@ import math
 from collections import deque
 
 from tailguard.sim.fleet import Action, FleetView
-from tailguard.sim.policies.base import BuildContext, Knob, PolicySpec, Settings, Slo, bounded, number
+from tailguard.sim.policies.base import (
+    BuildContext,
+    Knob,
+    PolicySpec,
+    Settings,
+    SloAndBounds,
+    bounded,
+    number,
+)
 
 
 class Kpa:
@@ -19,7 +27,7 @@ class Kpa:
 
     def __init__(
         self,
-        slo: Slo,
+        slo: SloAndBounds,
         *,
         target: float = 100.0,
         utilization: float = 0.7,

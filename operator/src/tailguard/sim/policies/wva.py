@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from tailguard.sim.fleet import Action, FleetView, PodPhase
-from tailguard.sim.policies.base import BuildContext, Knob, PolicySpec, Settings, Slo, bounded, number
+from tailguard.sim.policies.base import (
+    BuildContext,
+    Knob,
+    PolicySpec,
+    Settings,
+    SloAndBounds,
+    bounded,
+    number,
+)
 
 
 class Wva:
@@ -16,7 +24,7 @@ class Wva:
 
     def __init__(
         self,
-        slo: Slo,
+        slo: SloAndBounds,
         *,
         kv_threshold: float = 0.8,
         queue_threshold: float = 5.0,
