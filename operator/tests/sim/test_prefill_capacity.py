@@ -198,7 +198,8 @@ def test_on_prompt_heavy_bursts_the_capacity_is_what_a_replica_sustains(monkeypa
     assert len(learned) > 20
     promised = statistics.median(learned)
     sustained = _sustained(profile, PROMPT_HEAVY, ttft_slo_s, goodput)
-    assert sustained / 1.5 <= promised <= sustained * 1.5, (promised, sustained)
+    # Within 25%: the model alone (no saturated correction) promised 1.4-2.2x on seeds 3, 5 and 7.
+    assert sustained / 1.25 <= promised <= sustained * 1.25, (promised, sustained)
     # ... and says what bounds it.
     assert any("bound by prefill" in d.reason for d in decisions), decisions[-1].reason
     # The old model (a prompt as one more decode step) promised several times the sustained rate.

@@ -174,6 +174,13 @@ def replica_capacity(
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
+        elif (
+            broken and load.queued and same_fleet and not obs.rollout_in_progress and cap.prefill_share >= 0.5
+        ):
+            # Saturated where prompts take most of the engine time: the same replicas, a queue,
+            # and they finish ``per`` each. That is the most a replica does at all, and the model
+            # (which leaves out the wait of prompts behind prompts) may not promise more.
+            scale = max(0.7 * scale, min(scale, per / cap.rate))
         elif not broken and ttft_ok and waiting <= 0 and settled:
             # Met with margin at this load: the replica sustains at least that, and an old cut
             # fades (10% per five healthy minutes) so one bad episode is not remembered forever.
