@@ -299,19 +299,28 @@ def _template_seqs(obj: dict[str, Any]) -> str | None:
     return args[args.index("--max-num-seqs") + 1] if "--max-num-seqs" in args else None
 
 
-def test_a_spec_changed_mid_rollout_converges_to_the_last_spec(
-    kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
-) -> None:
+def _running_at_max_batch_64(
+    kube: Kube, namespace: str, examples: dict[str, dict[str, Any]], replicas: int
+) -> str:
+    """The 8B example in mode Manual at ``replicas`` and max batch 64, once every pod is Ready;
+    returns its name."""
     name = "llama-8b-chat"
-    manifest = _manual(examples[name], 3)
+    manifest = _manual(examples[name], replicas)
     manifest["spec"].setdefault("engine", {})["maxNumSeqs"] = 64
     _create(kube, namespace, manifest)
     wait_for(
-        "3 pods Running and Ready",
-        lambda: len([p for p in _pods(kube, namespace, name) if _running_ready(p)]) == 3,
+        f"{replicas} pods Running and Ready",
+        lambda: len([p for p in _pods(kube, namespace, name) if _running_ready(p)]) == replicas,
         timeout=60,
         details=lambda: kube.describe_namespace(namespace),
     )
+    return name
+
+
+def test_a_spec_changed_mid_rollout_converges_to_the_last_spec(
+    kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
+) -> None:
+    name = _running_at_max_batch_64(kube, namespace, examples, 3)
     # Phase: a change that rolls every pod, then, while that rollout runs, two more.
     kube.patch(*ISVC, name, {"spec": {"engine": {"maxNumSeqs": 32}}}, namespace)
     wait_for(
@@ -374,16 +383,7 @@ def test_a_rollout_the_deployment_controller_stalls_is_repaired(
     nothing rewrites the mark and a new template never rolls out. The mark is set by hand here
     (what a replica count and a template changed mid-rollout can leave behind); tailguard must
     rewrite it, say so, and let the rollout finish."""
-    name = "llama-8b-chat"
-    manifest = _manual(examples[name], 2)
-    manifest["spec"].setdefault("engine", {})["maxNumSeqs"] = 64
-    _create(kube, namespace, manifest)
-    wait_for(
-        "2 pods Running and Ready",
-        lambda: len([p for p in _pods(kube, namespace, name) if _running_ready(p)]) == 2,
-        timeout=60,
-        details=lambda: kube.describe_namespace(namespace),
-    )
+    name = _running_at_max_batch_64(kube, namespace, examples, 2)
     (only,) = [
         rs
         for rs in kube.list("apps/v1", "ReplicaSet", namespace, labels={SERVICE_LABEL: name})
