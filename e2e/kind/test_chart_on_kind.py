@@ -248,7 +248,7 @@ def test_burst_scales_out_survives_an_operator_restart_and_scales_back_in(
     ready_then = len(ready_pods(kube, namespace))
     kube.delete("v1", "Pod", old["metadata"]["name"], release.namespace)
     assert transition(first).startswith("scaled 1→"), first["message"]
-    assert int(transition(first).split("→")[1]) == target > 1
+    assert target >= int(transition(first).split("→")[1]) > 1
     assert ready_then < target, f"the scale-out had finished ({ready_then}/{target}) before the restart"
     assert "TTFT" in first["message"] or "queue" in first["message"], first["message"]
 
