@@ -12,8 +12,9 @@ What the session sets up, in order (each step waits for the previous one):
    ``nvidia.com/gpu``; one that already exists is reused and kept, one made here is deleted at the
    end unless ``KEEP_KIND_CLUSTER=1``;
 2. the operator, engine stand-in and Prometheus images, built locally (cached) and ``kind load``-ed;
-3. Prometheus from :mod:`kind.manifests` in a namespace of its own, discovering pods through the API
-   server and scraping the engines every :data:`kind.manifests.SCRAPE_INTERVAL`;
+3. a namespace for the InferenceService, and Prometheus from :mod:`kind.manifests` in a namespace of
+   its own, finding that service's pods by DNS (a headless Service) and scraping them every
+   :data:`kind.manifests.SCRAPE_INTERVAL`;
 4. the chart, ``helm install``-ed with the local operator image and that Prometheus, on a short
    rate window (:data:`RATE_WINDOW`) so that a scenario takes minutes.
 """
@@ -49,6 +50,9 @@ GPUS: Final = 8
 #: The operator's PromQL rate window: four scrapes of the engines, instead of the chart's 2 m.
 RATE_WINDOW: Final = "10s"
 RELEASE: Final = "tailguard"
+#: The InferenceService the tier applies (Prometheus scrapes its pods).
+SERVICE: Final = "chat"
+ISVC: Final = ("tailguard.dev/v1alpha1", "InferenceService")
 RELEASE_NAMESPACE: Final = "tailguard-system"
 
 
@@ -158,21 +162,47 @@ class ClusterPrometheus:
 
 
 @pytest.fixture(scope="session")
-def prometheus(kube: Kube, kind_images: dict[str, str]) -> Iterator[ClusterPrometheus]:
-    """Prometheus (Debian's package, as an image built here) running in the cluster."""
+def apps_namespace(kube: Kube) -> Iterator[str]:
+    """The namespace of the tier's InferenceService (one per session: Prometheus is configured for it)."""
+    name = unique_name("tg-kind-apps")
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_for(
+        f"the default ServiceAccount in {name}",
+        lambda: kube.get("v1", "ServiceAccount", "default", name),
+        timeout=30,
+    )
+    yield name
+    for obj in kube.list(*ISVC, name):  # the operator may be gone: nobody else releases its finalizer
+        if obj["metadata"].get("finalizers"):
+            kube.patch(*ISVC, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, name)
+    kube.delete("v1", "Namespace", name)
+
+
+@pytest.fixture(autouse=True)
+def _report_apps_namespace(request: pytest.FixtureRequest, kube: Kube, apps_namespace: str) -> None:
+    """A failing test's report shows the apps namespace's objects and events (e2e/conftest.py's hook)."""
+    request.node._tg_kube = kube
+    request.node._tg_namespace = apps_namespace
+
+
+@pytest.fixture(scope="session")
+def prometheus(kube: Kube, kind_images: dict[str, str], apps_namespace: str) -> Iterator[ClusterPrometheus]:
+    """Prometheus (Debian's package, as an image built here) running in the cluster, scraping the pods
+    of the InferenceService :data:`SERVICE` in the apps namespace through its headless Service."""
     namespace = unique_name("tg-prometheus")
-    names = manifests.PrometheusNames.for_namespace(namespace)
-    objects = manifests.prometheus(namespace, names, kind_images["prometheus"])
+    names = manifests.PrometheusNames()
+    objects = manifests.prometheus(namespace, names, kind_images["prometheus"], [(apps_namespace, SERVICE)])
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for obj in objects:
         kube.apply(obj)
+    kube.apply(manifests.metrics_service(SERVICE, apps_namespace))
     prom = ClusterPrometheus(kube, namespace, names)
     try:
         wait_for(
             "Prometheus in the cluster to be Ready",
             lambda: _deployment_available(kube, names.deployment, namespace),
             timeout=120,
-            details=lambda: kube.describe_namespace(namespace),
+            details=lambda: kube.describe_namespace(namespace) + _logs(kube, names.deployment, namespace),
         )
         wait_for(
             "Prometheus to answer through its Service",
@@ -182,10 +212,12 @@ def prometheus(kube: Kube, kind_images: dict[str, str]) -> Iterator[ClusterProme
         )
         yield prom
     finally:
-        for obj in objects:
-            if not obj["metadata"].get("namespace"):
-                kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
         kube.delete("v1", "Namespace", namespace)
+
+
+def _logs(kube: Kube, deployment: str, namespace: str) -> str:
+    out = kube.kubectl("logs", f"deployment/{deployment}", "--tail=20", namespace=namespace, check=False)
+    return f"\n$ kubectl logs deployment/{deployment}\n{out.stdout}{out.stderr}"
 
 
 def _deployment_available(kube: Kube, name: str, namespace: str) -> bool:

@@ -8,12 +8,14 @@ from typing import Any, Final
 
 import yaml
 
+from tailguard.k8s.labels import SERVICE_LABEL
 from tailguard.k8s.render import HTTP_PORT
 
 Manifest = dict[str, Any]
 
 PROMETHEUS_PORT: Final = 9090
-#: How often Prometheus scrapes the engines: the operator's 10 s rate window holds five scrapes.
+#: How often Prometheus scrapes the engines (and looks their addresses up again): the operator's
+#: 10 s rate window holds five scrapes.
 SCRAPE_INTERVAL: Final = "2s"
 #: UID and GID of the pods the tier adds (no passwd entry needed; the stand-in image's own).
 NON_ROOT: Final = 65532
@@ -28,78 +30,70 @@ _RESTRICTED_CONTAINER: Final[Manifest] = {
 
 @dataclass(frozen=True)
 class PrometheusNames:
-    deployment: str
-    service: str
-    cluster_role: str
-
-    @classmethod
-    def for_namespace(cls, namespace: str) -> PrometheusNames:
-        return cls("prometheus", "prometheus", f"{namespace}-prometheus")
+    deployment: str = "prometheus"
+    service: str = "prometheus"
 
 
-def scrape_config() -> Manifest:
-    """docs/operations.md's job for a Prometheus without the Prometheus Operator, on a short interval."""
+def metrics_service(name: str, namespace: str) -> Manifest:
+    """A headless Service over an InferenceService's pods: its DNS name lists every Ready pod's address,
+    which is how Prometheus finds them here (see :func:`scrape_config`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{name}-metrics", "namespace": namespace},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {SERVICE_LABEL: name},
+            "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}],
+        },
+    }
+
+
+def scrape_config(services: list[tuple[str, str]]) -> Manifest:
+    """One job per (namespace, InferenceService): its pods, found by DNS, with the labels tailguard's
+    queries group by.
+
+    docs/operations.md's job discovers pods through the API server (``kubernetes_sd_configs``), but
+    Debian's ``prometheus`` package is built without Kubernetes discovery ("field
+    kubernetes_sd_configs not found"); DNS discovery of a headless Service gives the same targets
+    (each Ready pod's ``/metrics``) and the labels are set per job.
+    """
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "scrape_timeout": SCRAPE_INTERVAL},
         "scrape_configs": [
             {
-                "job_name": "tailguard-vllm",
+                "job_name": f"tailguard-vllm-{namespace}-{name}",
                 "metrics_path": "/metrics",
-                "kubernetes_sd_configs": [{"role": "pod"}],
+                "dns_sd_configs": [
+                    {
+                        "names": [f"{name}-metrics.{namespace}.svc.cluster.local"],
+                        "type": "A",
+                        "port": HTTP_PORT,
+                        "refresh_interval": SCRAPE_INTERVAL,
+                    }
+                ],
                 "relabel_configs": [
-                    {
-                        "source_labels": ["__meta_kubernetes_pod_label_tailguard_dev_inference_service"],
-                        "regex": ".+",
-                        "action": "keep",
-                    },
-                    {
-                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                        "regex": "http",
-                        "action": "keep",
-                    },
-                    {
-                        "source_labels": ["__meta_kubernetes_pod_label_tailguard_dev_inference_service"],
-                        "target_label": "inference_service",
-                    },
-                    {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-                    {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+                    {"target_label": "inference_service", "replacement": name},
+                    {"target_label": "namespace", "replacement": namespace},
                 ],
             }
+            for namespace, name in services
         ],
     }
 
 
-def prometheus(namespace: str, names: PrometheusNames, image: str) -> list[Manifest]:
-    """A one-replica Prometheus allowed to discover pods cluster-wide, behind a ClusterIP Service."""
+def prometheus(
+    namespace: str, names: PrometheusNames, image: str, services: list[tuple[str, str]]
+) -> list[Manifest]:
+    """A one-replica Prometheus scraping the pods of ``services`` ((namespace, name) pairs), behind a
+    ClusterIP Service."""
     labels = {"app.kubernetes.io/name": "prometheus", "app.kubernetes.io/part-of": "tailguard-kind-tier"}
     return [
         {
             "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "prometheus", "namespace": namespace},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": names.cluster_role, "labels": labels},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": names.cluster_role, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": names.cluster_role,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
-        },
-        {
-            "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "prometheus", "namespace": namespace},
-            "data": {"prometheus.yml": yaml.safe_dump(scrape_config(), sort_keys=False)},
+            "data": {"prometheus.yml": yaml.safe_dump(scrape_config(services), sort_keys=False)},
         },
         {
             "apiVersion": "apps/v1",
@@ -111,7 +105,7 @@ def prometheus(namespace: str, names: PrometheusNames, image: str) -> list[Manif
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
-                        "serviceAccountName": "prometheus",
+                        "automountServiceAccountToken": False,  # DNS discovery: no API access
                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
                         "containers": [
                             {
