@@ -257,6 +257,7 @@ def test_burst_scales_out_survives_an_operator_restart_and_scales_back_in(
     target = desired(kube, namespace)
     ready_then = len(ready_pods(kube, namespace))
     kube.delete("v1", "Pod", old["metadata"]["name"], release.namespace)
+    deleted_at = time.time()
     assert transition(first).startswith("scaled 1→"), first["message"]
     assert target >= int(transition(first).split("→")[1]) > 1
     assert ready_then < target, f"the scale-out had finished ({ready_then}/{target}) before the restart"
@@ -269,6 +270,9 @@ def test_burst_scales_out_survives_an_operator_restart_and_scales_back_in(
         details=lambda: release.kube.describe_namespace(release.namespace),
     )
     assert new["status"]["containerStatuses"][0]["restartCount"] == 0
+    print(
+        f"operator pod deleted at {ready_then}/{target} replicas Ready; the new one Ready after {time.time() - deleted_at:.0f}s"
+    )
     restarted_at = time.time()
 
     def repeats() -> int:
@@ -330,6 +334,7 @@ def test_burst_scales_out_survives_an_operator_restart_and_scales_back_in(
 
     assert wait_for("the load pod to finish", load_phase, timeout=BURST_S + 120) == "Succeeded"
     summary = json.loads(kube.kubectl("logs", load_name, namespace=namespace).stdout.strip().splitlines()[-1])
+    print(f"load: {json.dumps(summary)}")
     ok = summary["outcomes"].get("ok", 0)
     assert summary["requests"] >= 100, summary
     assert ok >= 0.99 * summary["requests"], f"requests lost through the Service: {summary}"
@@ -345,6 +350,7 @@ def test_burst_scales_out_survives_an_operator_restart_and_scales_back_in(
         details=lambda: json.dumps(status(kube, namespace).get("lastDecision"), indent=1),
     )
     took = time.monotonic() - ended
+    print(f"back at 1 replica {took:.0f}s after the load ended (peak {peak})")
     assert took >= STABILIZATION_S - INTERVAL_S, f"scaled in {took:.0f}s after the load: inside the window"
     downs = [e for e in events(kube, namespace, "Scaled") if transition(e).startswith(f"scaled {peak}→")]
     assert downs, [e["message"] for e in events(kube, namespace, "Scaled")]
@@ -371,6 +377,7 @@ def test_burst_scales_out_survives_an_operator_restart_and_scales_back_in(
     assert st["lastDecision"]["applied"] is True
     assert st["lastScaleTime"]
     for event in events(kube, namespace, "Scaled"):
+        print(f"event {event['lastTimestamp']} {event['message']}")
         assert event["type"] == "Normal"
         assert re.match(r"scaled \d+→\d+: ", event["message"]), event["message"]
 
