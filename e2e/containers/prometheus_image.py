@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from containers import base, engine
@@ -34,6 +35,7 @@ def build(progress: Progress = say, *, tag: str = TAG) -> str:
         tag,
         str(CONTEXT),
     ]
+    started = time.monotonic()
     log = base.images_dir() / "prometheus-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as fh:
@@ -45,5 +47,5 @@ def build(progress: Progress = say, *, tag: str = TAG) -> str:
     if rc != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
         raise EngineError(f"building {tag} failed (exit {rc}); last lines of {log}:\n{tail}")
-    progress(f"{tag}: built (log {log})")
+    progress(f"{tag}: built in {time.monotonic() - started:.0f}s (log {log})")
     return tag
