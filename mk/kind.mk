@@ -1,6 +1,6 @@
 # A kind cluster built entirely on this machine (node image, control-plane images, kind itself from
 # their Go modules and Debian packages). Opt-in: not part of `make test` or CI. See docs/testing.md.
-.PHONY: kind-tools kind-node-image kind-up kind-down kind-env
+.PHONY: kind-tools kind-node-image kind-up kind-down kind-env test-kind
 
 KIND_HARNESS := PYTHONPATH=$(CURDIR)/e2e $(PY) -m containers
 
@@ -18,3 +18,6 @@ kind-down: venv ## delete the kind cluster `tailguard`
 
 kind-env: venv ## print `export KUBECONFIG=...` for the kind cluster
 	@$(KIND_HARNESS) kind-env
+
+test-kind: cluster-tools images kind-node-image ## the kind tier: helm install, Prometheus in the cluster, a burst through the Service (KIND_ARGS for pytest)
+	TAILGUARD_REQUIRE_KIND=1 $(BIN)/pytest e2e/kind -m kind -v $(KIND_ARGS)

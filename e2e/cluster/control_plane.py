@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -128,11 +129,47 @@ def fake_node(name: str, pool: NodePool) -> dict[str, Any]:
 # Small utilities
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports free on 127.0.0.1 right now (held open together so they differ)."""
+#: Where the kernel takes the local ports of outgoing connections from (Linux's default range).
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: How many ports below that range :func:`free_ports` picks from.
+PORT_POOL = 8000
+
+
+def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The kernel's ephemeral port range (32768-60999 when it cannot be read)."""
+    try:
+        lo, hi = (int(v) for v in path.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return lo, hi
+
+
+def free_ports(n: int, *, rng: random.Random | None = None) -> list[int]:
+    """``n`` distinct TCP ports free on 127.0.0.1 right now (held open together so they differ).
+
+    They are taken from the :data:`PORT_POOL` ports just below the kernel's ephemeral range, not
+    from it: a component binds its port a second or two after it was picked, and on a machine
+    busy with outgoing connections (thousands a second from a benchmark's Prometheus) a port
+    picked in the ephemeral range was taken by some ``connect()`` in between ("Address already in
+    use"). Ports outside that range are only ever taken by an explicit bind. Falls back to ports
+    the kernel picks when the pool has too few free ones.
+    """
+    lo, _ = ephemeral_range()
+    pool = list(range(max(1024, lo - PORT_POOL), lo))
+    (rng or random.SystemRandom()).shuffle(pool)
     socks: list[socket.socket] = []
     try:
-        for _ in range(n):
+        for port in pool:
+            if len(socks) == n:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < n:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             socks.append(s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import socket
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,18 @@ def test_stays_fails_when_the_condition_stops_holding() -> None:
     values = iter([True, True, False])
     with pytest.raises(AssertionError, match="stopped holding"):
         stays("the count", lambda: next(values), duration=5, interval=0.01)
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range(tmp_path: Path) -> None:
+    lo, hi = control_plane.ephemeral_range()
+    assert 1024 <= lo < hi
+    ports = control_plane.free_ports(6)
+    assert len(set(ports)) == 6
+    assert all(lo - control_plane.PORT_POOL <= p < lo for p in ports), (ports, lo)
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    unreadable = tmp_path / "missing"
+    assert control_plane.ephemeral_range(unreadable) == (32768, 60999)
+    (tmp_path / "range").write_text("40000\t50000\n")
+    assert control_plane.ephemeral_range(tmp_path / "range") == (40000, 50000)

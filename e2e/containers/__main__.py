@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cluster.tools import ToolError
-from containers import base, engine, kind_node, operator_image
+from containers import base, engine, kind_node, operator_image, prometheus_image
 
 
 def _engine_up(_: argparse.Namespace) -> int:
@@ -32,6 +32,11 @@ def _operator(args: argparse.Namespace) -> int:
 
 def _standin(_: argparse.Namespace) -> int:
     print(operator_image.build_standin())
+    return 0
+
+
+def _prometheus(_: argparse.Namespace) -> int:
+    print(prometheus_image.build())
     return 0
 
 
@@ -84,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "standin", help="build the engine stand-in image (the operator image, another entrypoint)"
     ).set_defaults(func=_standin)
+    sub.add_parser(
+        "prometheus", help=f"build {prometheus_image.TAG} from Debian's package (for the kind tier)"
+    ).set_defaults(func=_prometheus)
     sub.add_parser("kind-tools", help="build the kind tier's binaries (cached)").set_defaults(
         func=_kind_tools
     )

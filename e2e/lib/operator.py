@@ -140,13 +140,10 @@ def provision_identity(
     return Identity(namespace=namespace, service_account=name, cluster_role=name, kubeconfig=path)
 
 
-def _free_port() -> int:
-    import socket
+def _free_ports(n: int) -> list[int]:
+    from cluster.control_plane import free_ports
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return free_ports(n)
 
 
 def _tailguard_command() -> list[str]:
@@ -242,7 +239,7 @@ class OperatorProcess:
     def start(self, *, timeout: float = 60) -> None:
         if self.running:
             return
-        self.liveness_port, self.metrics_port = _free_port(), _free_port()
+        self.liveness_port, self.metrics_port = _free_ports(2)
         self.starts += 1
         env = {k: v for k, v in os.environ.items() if not k.startswith("TAILGUARD_")}
         env.update({"KUBECONFIG": str(self.identity.kubeconfig), "PYTHONUNBUFFERED": "1", **self.env})
@@ -402,7 +399,7 @@ class InProcessOperator:
         # kopf's login calls load_kube_config() without a path; the client read KUBECONFIG at import.
         self._saved_default = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
         kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(self.identity.kubeconfig)
-        self.liveness_port = _free_port()
+        self.liveness_port = _free_ports(1)[0]
         self._error = None
         self._thread = threading.Thread(target=self._main, name="tailguard-operator", daemon=True)
         self._thread.start()
