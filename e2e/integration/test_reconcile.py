@@ -242,7 +242,8 @@ def test_more_gpus_than_the_cluster_has_leaves_pods_pending_and_says_so(
             ready
             and ready["status"] == "False"
             and ready["reason"] == "Unschedulable"
-            and status.get("pendingReplicas")
+            # exactly the one that fits nowhere (pods kwok has not started yet count until it does)
+            and status.get("pendingReplicas") == 1
         ):
             return status
         return None
@@ -259,8 +260,19 @@ def test_more_gpus_than_the_cluster_has_leaves_pods_pending_and_says_so(
     assert status["readyReplicas"] <= nodes
     message = condition({"status": status}, "Ready")["message"]  # type: ignore[index]
     assert GPU in message, f"the condition should name the missing resource: {message!r}"
-    pending = [p for p in _pods(kube, namespace, name) if p["status"].get("phase") == "Pending"]
-    assert len(pending) == 1
+    pending = wait_for(
+        "one pod Pending (the others started)",
+        lambda: (
+            found
+            if len(
+                found := [p for p in _pods(kube, namespace, name) if p["status"].get("phase") == "Pending"]
+            )
+            == 1
+            else None
+        ),
+        timeout=STATUS_TIMEOUT,
+        details=lambda: kube.describe_namespace(namespace),
+    )
     scheduled = condition(pending[0], "PodScheduled")
     assert scheduled is not None
     assert scheduled["reason"] == "Unschedulable"
