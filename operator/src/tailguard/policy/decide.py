@@ -25,7 +25,7 @@ from tailguard.policy.arrivals import outlook, read_arrivals
 from tailguard.policy.learning import learn_engine, replica_capacity
 from tailguard.policy.limits import apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import choose_max_batch
-from tailguard.policy.need import size_need
+from tailguard.policy.need import overspending, size_need
 from tailguard.policy.observed import breach, check, is_idle, replica_figures
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Decision, Observation, PolicyConfig
@@ -69,6 +69,7 @@ def decide(
     cap = replica_capacity(
         config, state, obs, replica, engine, load,
         elapsed=elapsed, broken=bool(broken), idle=idle, settled=settled, same_fleet=same_fleet,
+        overspending=overspending(config, state),
     )  # fmt: skip
     need = size_need(
         config, state, obs, replica, load, ahead, cap,

@@ -155,11 +155,13 @@ def replica_capacity(
     idle: bool,
     settled: bool,
     same_fleet: bool,
+    overspending: bool,
 ) -> ReplicaCapacity:
     """The model's capacity at the current max batch, corrected by what the SLO showed.
 
     ``settled``: the fleet has not changed for a settle time and nothing starts or rolls;
-    ``same_fleet``: the same replicas served the whole window.
+    ``same_fleet``: the same replicas served the whole window; ``overspending``: the error budget
+    burned faster than it accrues over the last minutes.
     """
     model, note = _model(replica, engine)
     cap = capacity_of(config, model, engine, obs.max_batch, replica, engine.tpot_ok, note)
@@ -175,11 +177,18 @@ def replica_capacity(
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
         elif (
-            broken and load.queued and same_fleet and not obs.rollout_in_progress and cap.prefill_share >= 0.5
+            broken
+            and load.queued
+            and same_fleet
+            and not obs.rollout_in_progress
+            and cap.prefill_share >= 0.5
+            and overspending
         ):
-            # Saturated where prompts take most of the engine time: the same replicas, a queue,
-            # and they finish ``per`` each. That is the most a replica does at all, and the model
-            # (which leaves out the wait of prompts behind prompts) may not promise more.
+            # Saturated where prompts take most of the engine time, while the error budget is
+            # spent faster than it accrues: the same replicas, a queue, and they finish ``per``
+            # each. That is the most a replica does at all, and the model (which leaves out the
+            # wait of prompts behind prompts) may not promise more. Within the budget a queue now
+            # and then is what the target allows, and a lower target must not pay for it.
             scale = max(0.7 * scale, min(scale, per / cap.rate))
         elif not broken and ttft_ok and waiting <= 0 and settled:
             # Met with margin at this load: the replica sustains at least that, and an old cut

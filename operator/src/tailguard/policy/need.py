@@ -16,6 +16,7 @@ from tailguard.policy.budget import (
     BudgetMemory,
     Headroom,
     adjust_gain,
+    burn_rate,
     headroom,
     record_attainment,
     record_load,
@@ -62,6 +63,14 @@ def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
     if measured is not None and math.isfinite(measured) and 0 < measured < 3600:
         return measured
     return config.startup_s
+
+
+def overspending(config: PolicyConfig, state: PolicyState) -> bool:
+    """The error budget burned faster than it accrues over the short window, as of the last
+    decision (unknown with too few requests: not overspending)."""
+    memory = state.budget
+    burn = burn_rate(memory.good_short, memory.all_short, max(1e-4, 1.0 - config.goodput_target))
+    return burn is not None and burn > 1.0
 
 
 def _good_share(obs: Observation) -> float | None:
