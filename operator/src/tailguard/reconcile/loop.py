@@ -224,7 +224,12 @@ class ControlLoop:
                 log.exception("control step for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
 
-        writes: list[tuple[ServiceKey, Callable[[], int]]] = []
+        # Each write starts as soon as its decision is made, and the resyncs (other services) at
+        # once: the API server's round trips overlap the decisions still being computed instead of
+        # all waiting for the last one.
+        writes: list[asyncio.Task[None]] = [
+            asyncio.ensure_future(guarded(key, functools.partial(self._resync, key, now))) for key in resync
+        ]
         for index, key in enumerate(due):
             self._records[key].decided_at = now
             if metrics is None:
@@ -243,9 +248,10 @@ class ControlLoop:
             if pending.empty:
                 self._records[key].state = pending.result.state
             else:
-                writes.append((key, functools.partial(self._write, pending, now)))
-        writes.extend((key, functools.partial(self._resync, key, now)) for key in resync)
-        await asyncio.gather(*(guarded(key, work) for key, work in writes))
+                writes.append(
+                    asyncio.ensure_future(guarded(key, functools.partial(self._write, pending, now)))
+                )
+        await asyncio.gather(*writes)
         finished = time.perf_counter()
         report.duration_s = finished - started
         if due:
