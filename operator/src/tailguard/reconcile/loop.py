@@ -279,7 +279,10 @@ class ControlLoop:
         if view is None:
             return 0
         live = LiveChildren(view.deployment, list(view.pods.values()))
-        result = reconcile(view.body, self.cluster, self.render, now=now, live=live)
+        # The spec as parsed for this very body when its decisions were due (None: invalid, and
+        # reconcile parses it again to report why).
+        parsed = record.spec(view.body) if record is not None else None
+        result = reconcile(view.body, self.cluster, self.render, now=now, live=live, parsed=parsed)
         try:
             write_status(self.cluster, view.body, result)
         except ConflictError:
