@@ -54,6 +54,10 @@ STATE_PERSIST_INTERVAL_S = 300.0
 RESYNC_INTERVAL_S = 30.0
 #: Decisions computed between two yields to the event loop (kopf's watches share it).
 DECISIONS_PER_SLICE = 25
+#: API writes in flight at once. A cycle's writes take about (writes ÷ this) round trips: on a busy
+#: machine a round trip is mostly waiting for the API server (and etcd) to be scheduled, not CPU,
+#: so more in flight means a shorter cycle (at 500 services, 16 took 2 s for some 160 writes).
+WRITERS = 32
 
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
@@ -154,7 +158,7 @@ class ControlLoop:
         render: RenderSettings,
         clock: Clock = time.time,
         tick_s: float = 1.0,
-        workers: int = 16,
+        workers: int = WRITERS,
     ) -> None:
         self.inventory = inventory
         self.cluster = cluster
