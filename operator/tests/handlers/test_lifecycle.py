@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import kopf
 
 from tailguard.handlers.lifecycle import SpecHandlers
@@ -46,3 +48,22 @@ def test_each_operator_gets_its_own_registry_with_stable_handler_ids() -> None:
     assert ids == {"on_spec", "on_spec/spec"}  # kopf suffixes the field of the update handler
     watch_ids = {str(h.id) for h in first._watching.get_all_handlers()}
     assert watch_ids == {"track_service", "track_deployment", "track_pod"}
+
+
+def test_watch_handlers_run_on_the_event_loop() -> None:
+    """kopf hands a sync handler to a worker thread for every event; the watch handlers only copy
+    an object into the inventory, so they are coroutines and run in place."""
+    registry = _handlers(FakeCluster(), Inventory()).registry()
+    watching = registry._watching.get_all_handlers()
+    assert [str(h.id) for h in watching if not inspect.iscoroutinefunction(h.fn)] == []
+    assert [
+        str(h.id) for h in registry._changing.get_all_handlers() if inspect.iscoroutinefunction(h.fn)
+    ] == [], "the spec handler makes blocking API calls: it stays in kopf's worker threads"
+
+
+async def test_the_registered_watch_handlers_feed_the_inventory() -> None:
+    inventory = Inventory()
+    registry = _handlers(FakeCluster(), inventory).registry()
+    (track,) = [h for h in registry._watching.get_all_handlers() if str(h.id) == "track_service"]
+    await track.fn(event=kopf.RawEvent(type="ADDED", object=manifest()))  # type: ignore[typeddict-item]
+    assert inventory.keys() == [("team-a", "chat")]

@@ -51,6 +51,46 @@ def test_duplicates_are_counted_and_ignored() -> None:
     assert grouped.duplicates == 1
 
 
+def test_histograms_group_per_service_sorted_by_bound_with_duplicate_buckets_ignored() -> None:
+    labels = {"namespace_label": "namespace", "service_label": "inference_service"}
+    grouped = group_vector(
+        [
+            _series("9", le="+Inf"),
+            _series("4", le="0.5"),
+            _series("7", le="+Inf", svc="other"),
+            _series("2", le="0.1"),
+            _series("5", le="0.5"),  # a second series for chat's 0.5 bucket
+            _series("3", le="0.5", svc="other"),
+            _series("6", le="not-a-number", svc="other"),
+        ],
+        **labels,
+    )
+    assert grouped.buckets[KEY] == [(0.1, 2.0), (0.5, 4.0), (math.inf, 9.0)]
+    other = grouped.buckets[("team-a", "other")]
+    assert other[:2] == [(0.5, 3.0), (math.inf, 7.0)]
+    assert math.isnan(other[2][0]), "an unreadable bound reads as NaN"
+    assert other[2][1] == 6.0
+    assert grouped.duplicates == 1
+    assert grouped.values == {}
+
+
+def test_a_service_may_have_a_value_and_buckets_in_one_result() -> None:
+    grouped = group_vector(
+        [
+            _series("1"),
+            _series("2", le="+Inf"),
+            _series("3"),
+            {"metric": {"namespace": "team-a", "inference_service": "x"}},
+        ],
+        namespace_label="namespace",
+        service_label="inference_service",
+    )
+    assert grouped.values[KEY] == 1.0
+    assert grouped.buckets[KEY] == [(math.inf, 2.0)]
+    assert math.isnan(grouped.values[("team-a", "x")]), "a series without a sample reads as NaN"
+    assert grouped.duplicates == 1
+
+
 def test_series_without_service_labels_are_dropped() -> None:
     grouped = group_vector(
         [{"metric": {"namespace": "x"}, "value": [0, "1"]}],

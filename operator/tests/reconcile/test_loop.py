@@ -343,6 +343,44 @@ def test_resync_reverts_a_hand_edit_from_the_inventory_without_reads() -> None:
     assert [note.reason for _, note in harness.events] == ["Updated"]
 
 
+def test_resync_parses_a_spec_once_per_version_of_the_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailguard.reconcile import loop, service
+
+    parsed: list[str] = []
+    real = service.parse_inference_service
+
+    def counting(body: Any) -> Any:
+        parsed.append(body["metadata"]["name"])
+        return real(body)
+
+    monkeypatch.setattr(service, "parse_inference_service", counting)
+    monkeypatch.setattr(loop, "parse_inference_service", counting)
+    harness = Harness(FakePrometheus())
+    harness.add(autoscaling={"mode": "Manual"})
+    parsed.clear()
+    for tick in range(3):  # the first tick sees the service; then two periodic resyncs
+        harness.run(NOW + 31 * tick)
+    assert parsed == ["chat"], "one parse for one body, however many resyncs"
+    assert harness.cluster.status_patches, "the resyncs still wrote the workload status"
+    body = copy.deepcopy(harness.inventory.view(("team-a", "chat")).body)  # type: ignore[union-attr]
+    harness.inventory.put_service(body)  # a new version from the watch
+    harness.run(NOW + 100)
+    assert parsed == ["chat", "chat"]
+
+
+def test_an_invalid_spec_is_still_reported_by_the_resync() -> None:
+    harness = Harness(FakePrometheus())
+    harness.add(autoscaling={"mode": "Manual"})
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    body = copy.deepcopy(view.body)
+    body["spec"]["autoscaling"]["minReplicas"] = -5
+    harness.inventory.put_service(body)
+    harness.cluster.add(body)
+    harness.run(NOW + 31)
+    assert _condition(harness.status(), "InvalidSpec") == ("True", "ValidationFailed")
+
+
 def test_steady_cycles_write_nothing() -> None:
     loads = [
         load("team-a", f"svc-{i}", rate=2, slow_share=0.0, running=3, waiting=0, pods=1) for i in range(5)

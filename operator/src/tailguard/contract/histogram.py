@@ -8,19 +8,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import itemgetter
 
 Buckets = Sequence[tuple[float, float]]
+#: Buckets as :func:`cumulative` returns them: sorted by bound, ending at ``+Inf``, never decreasing.
+Cumulative = list[tuple[float, float]]
+
+_BOUND = itemgetter(0)
 
 
-def _checked(buckets: Buckets) -> list[tuple[float, float]]:
-    ordered = sorted(buckets, key=lambda b: b[0])
+def cumulative(buckets: Buckets) -> Cumulative:
+    """``buckets`` sorted by bound, with counts repaired to never decrease; raises ``ValueError``
+    without a ``+Inf`` bucket. Done once per histogram, it serves any number of quantiles and
+    fractions (``quantile_of``, ``fraction_of``)."""
+    ordered = sorted(buckets, key=_BOUND)
     if not ordered or not math.isinf(ordered[-1][0]):
         raise ValueError("a histogram needs a +Inf bucket")
     # Prometheus repairs small non-monotonic counts (from scrapes racing increments) the same way.
-    repaired: list[tuple[float, float]] = []
+    repaired: Cumulative = []
     running = 0.0
     for bound, count in ordered:
-        running = max(running, count)
+        if count > running:  # max(running, count), NaN included, without the call
+            running = count
         repaired.append((bound, running))
     return repaired
 
@@ -37,7 +46,12 @@ def histogram_quantile(q: float, buckets: Buckets) -> float:
         return -math.inf
     if q > 1:
         return math.inf
-    ordered = _checked(buckets)
+    return quantile_of(q, cumulative(buckets))
+
+
+def quantile_of(q: float, ordered: Cumulative) -> float:
+    """:func:`histogram_quantile` of a histogram already through :func:`cumulative`, for ``q`` in
+    [0, 1]."""
     total = ordered[-1][1]
     if total <= 0 or math.isnan(total):
         return math.nan
@@ -66,7 +80,11 @@ def fraction_at_or_below(threshold: float, buckets: Buckets) -> float:
     observations. A threshold above the highest finite edge counts everything below that edge
     plus nothing of the ``+Inf`` bucket (whose spread is unknown): a pessimistic answer.
     """
-    ordered = _checked(buckets)
+    return fraction_of(threshold, cumulative(buckets))
+
+
+def fraction_of(threshold: float, ordered: Cumulative) -> float:
+    """:func:`fraction_at_or_below` of a histogram already through :func:`cumulative`."""
     total = ordered[-1][1]
     if total <= 0 or math.isnan(total):
         return math.nan

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tailguard.contract.histogram import Buckets, fraction_at_or_below, histogram_quantile
+from tailguard.contract.histogram import Buckets, cumulative, fraction_of, quantile_of
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,14 @@ def slo_figures(
     p99 is interpolated inside a bucket as ``histogram_quantile`` does; the fraction within an SLO
     is exact when the SLO is a bucket edge and linearly interpolated between edges otherwise.
     """
-    ttft_within = _finite(fraction_at_or_below(ttft_slo_s, ttft)) if ttft else None
-    tpot_within = _finite(fraction_at_or_below(tpot_slo_s, tpot)) if tpot and tpot_slo_s else None
+    # Each histogram is sorted and repaired once, for its quantile and its fraction both.
+    ttft_ordered = cumulative(ttft) if ttft else None
+    tpot_ordered = cumulative(tpot) if tpot else None
+    ttft_within = _finite(fraction_of(ttft_slo_s, ttft_ordered)) if ttft_ordered else None
+    tpot_within = _finite(fraction_of(tpot_slo_s, tpot_ordered)) if tpot_ordered and tpot_slo_s else None
     return SloFigures(
-        p99_ttft_s=_finite(histogram_quantile(0.99, ttft)) if ttft else None,
-        p99_tpot_s=_finite(histogram_quantile(0.99, tpot)) if tpot else None,
+        p99_ttft_s=_finite(quantile_of(0.99, ttft_ordered)) if ttft_ordered else None,
+        p99_tpot_s=_finite(quantile_of(0.99, tpot_ordered)) if tpot_ordered else None,
         ttft_within_slo=ttft_within,
         tpot_within_slo=tpot_within,
         goodput=joint_goodput(ttft_within, tpot_within, tpot_declared=tpot_slo_s is not None),

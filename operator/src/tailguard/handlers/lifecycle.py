@@ -97,16 +97,19 @@ class SpecHandlers:
         def on_spec(body: kopf.Body, **_: Any) -> None:
             self.sync(body)
 
+        # The watch handlers only copy an object into the inventory: async, so kopf runs them on its
+        # event loop rather than handing each event to a worker thread and back (one hop per event,
+        # every write of the control loop coming back as one).
         @kopf.on.event(GROUP, VERSION, PLURAL, id="track_service", registry=registry)
-        def track_service(event: kopf.RawEvent, **_: Any) -> None:
+        async def track_service(event: kopf.RawEvent, **_: Any) -> None:
             self.track_service(event)
 
         @kopf.on.event("apps", "v1", "deployments", labels=managed, id="track_deployment", registry=registry)
-        def track_deployment(event: kopf.RawEvent, **_: Any) -> None:
+        async def track_deployment(event: kopf.RawEvent, **_: Any) -> None:
             self.track_deployment(event)
 
         @kopf.on.event("", "v1", "pods", labels=managed, id="track_pod", registry=registry)
-        def track_pod(event: kopf.RawEvent, **_: Any) -> None:
+        async def track_pod(event: kopf.RawEvent, **_: Any) -> None:
             self.track_pod(event)
 
         return registry

@@ -20,7 +20,7 @@ from tailguard.k8s.cluster import KubernetesCluster, object_reference
 from tailguard.k8s.labels import FIELD_MANAGER
 from tailguard.metrics.prometheus import HttpPrometheus
 from tailguard.reconcile.inventory import Inventory
-from tailguard.reconcile.loop import ControlLoop
+from tailguard.reconcile.loop import WRITERS, ControlLoop
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 
@@ -108,8 +108,8 @@ async def run_async(settings: OperatorSettings, *, stop: asyncio.Event | None = 
         await prometheus.aclose()
 
 
-def _widen_connection_pool(size: int = 32) -> None:
-    """Room for kopf's workers and the loop's writers to reach the API server at once."""
+def _widen_connection_pool(size: int = WRITERS + 16) -> None:
+    """Room for the loop's writers, kopf's workers and a margin to reach the API server at once."""
     from kubernetes import client
 
     settings = client.Configuration.get_default_copy()

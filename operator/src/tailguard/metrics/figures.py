@@ -71,7 +71,10 @@ def _value(reading: MetricsReading, signal: Signal, key: ServiceKey) -> float | 
 def _buckets(reading: MetricsReading, signal: Signal, key: ServiceKey) -> list[tuple[float, float]] | None:
     series = reading.series.get(signal)
     buckets = series.buckets.get(key) if series is not None else None
-    if not buckets or not any(math.isinf(le) for le, _ in buckets):
+    if not buckets:
+        return None
+    # Sorted by bound: +Inf, when present, is nearly always last (a "-Inf" bound would come first).
+    if not math.isinf(buckets[-1][0]) and not any(math.isinf(le) for le, _ in buckets):
         return None
     return buckets
 

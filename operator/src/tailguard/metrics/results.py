@@ -39,9 +39,15 @@ def group_vector(
     Series without the grouping labels are dropped. A histogram's series (with ``le``) become bucket
     lists. A second series for the same service and bucket is counted as a duplicate and ignored,
     so one misconfigured scrape cannot double a service's rate.
+
+    This runs over every series of every reading (tens of thousands a cycle), so it is written for
+    speed: each distinct ``le`` text is parsed once, and duplicates are found per service.
     """
     grouped = SeriesByService()
-    seen: set[tuple[ServiceKey, str | None]] = set()
+    values = grouped.values
+    # Per service, the bucket values by ``le`` text, in the order they came.
+    by_le: dict[ServiceKey, dict[str, float]] = {}
+    duplicates = 0
     for series in result:
         labels = series.get("metric") or {}
         namespace, service = labels.get(namespace_label), labels.get(service_label)
@@ -49,15 +55,28 @@ def group_vector(
             continue
         key: ServiceKey = (namespace, service)
         le = labels.get("le")
-        if (key, le) in seen:
-            grouped.duplicates += 1
-            continue
-        seen.add((key, le))
-        value = parse_sample_value((series.get("value") or (math.nan, "NaN"))[1])
         if le is None:
-            grouped.values[key] = value
-        else:
-            grouped.buckets.setdefault(key, []).append((parse_sample_value(le), value))
-    for bucket_list in grouped.buckets.values():
+            if key in values:
+                duplicates += 1
+                continue
+            values[key] = parse_sample_value((series.get("value") or (math.nan, "NaN"))[1])
+            continue
+        buckets = by_le.get(key)
+        if buckets is None:
+            buckets = by_le[key] = {}
+        elif le in buckets:
+            duplicates += 1
+            continue
+        buckets[le] = parse_sample_value((series.get("value") or (math.nan, "NaN"))[1])
+    grouped.duplicates = duplicates
+    bounds: dict[str, float] = {}
+    for key, buckets in by_le.items():
+        bucket_list = []
+        for le, value in buckets.items():
+            bound = bounds.get(le)
+            if bound is None:
+                bound = bounds[le] = parse_sample_value(le)
+            bucket_list.append((bound, value))
         bucket_list.sort()
+        grouped.buckets[key] = bucket_list
     return grouped

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import Any
 
 from tailguard.k8s.cluster import Manifest
 from tailguard.k8s.labels import SERVICE_LABEL
@@ -21,6 +22,20 @@ class ServiceView:
     body: Manifest
     deployment: Manifest | None = None
     pods: dict[str, Manifest] = field(default_factory=dict)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of a JSON-shaped object (dicts, lists, scalars), as :func:`copy.deepcopy` makes
+    it but several times faster: every watch event is copied, each write of the loop coming back as
+    one. Anything else is handed to :func:`copy.deepcopy`."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def _key(obj: Manifest) -> ServiceKey:
@@ -44,7 +59,7 @@ class Inventory:
         self._dirty: set[ServiceKey] = set()
 
     def put_service(self, body: Manifest) -> None:
-        self._services[_key(body)] = copy.deepcopy(body)
+        self._services[_key(body)] = _copy(body)
 
     def drop_service(self, key: ServiceKey) -> None:
         self._services.pop(key, None)
@@ -52,7 +67,7 @@ class Inventory:
     def put_deployment(self, body: Manifest) -> None:
         owner = _owner(body)
         if owner is not None:
-            self._deployments[owner] = copy.deepcopy(body)
+            self._deployments[owner] = _copy(body)
             self._dirty.add(owner)
 
     def drop_deployment(self, body: Manifest) -> None:
@@ -64,7 +79,7 @@ class Inventory:
     def put_pod(self, body: Manifest) -> None:
         owner = _owner(body)
         if owner is not None:
-            self._pods.setdefault(owner, {})[_key(body)[1]] = copy.deepcopy(body)
+            self._pods.setdefault(owner, {})[_key(body)[1]] = _copy(body)
             self._dirty.add(owner)
 
     def drop_pod(self, body: Manifest) -> None:

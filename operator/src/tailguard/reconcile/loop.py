@@ -54,6 +54,10 @@ STATE_PERSIST_INTERVAL_S = 300.0
 RESYNC_INTERVAL_S = 30.0
 #: Decisions computed between two yields to the event loop (kopf's watches share it).
 DECISIONS_PER_SLICE = 25
+#: API writes in flight at once. A cycle's writes take about (writes ÷ this) round trips: on a busy
+#: machine a round trip is mostly waiting for the API server (and etcd) to be scheduled, not CPU,
+#: so more in flight means a shorter cycle (at 500 services, 16 took 2 s for some 160 writes).
+WRITERS = 32
 
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
@@ -154,7 +158,7 @@ class ControlLoop:
         render: RenderSettings,
         clock: Clock = time.time,
         tick_s: float = 1.0,
-        workers: int = 16,
+        workers: int = WRITERS,
     ) -> None:
         self.inventory = inventory
         self.cluster = cluster
@@ -224,7 +228,12 @@ class ControlLoop:
                 log.exception("control step for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
 
-        writes: list[tuple[ServiceKey, Callable[[], int]]] = []
+        # Each write starts as soon as its decision is made, and the resyncs (other services) at
+        # once: the API server's round trips overlap the decisions still being computed instead of
+        # all waiting for the last one.
+        writes: list[asyncio.Task[None]] = [
+            asyncio.ensure_future(guarded(key, functools.partial(self._resync, key, now))) for key in resync
+        ]
         for index, key in enumerate(due):
             self._records[key].decided_at = now
             if metrics is None:
@@ -243,9 +252,10 @@ class ControlLoop:
             if pending.empty:
                 self._records[key].state = pending.result.state
             else:
-                writes.append((key, functools.partial(self._write, pending, now)))
-        writes.extend((key, functools.partial(self._resync, key, now)) for key in resync)
-        await asyncio.gather(*(guarded(key, work) for key, work in writes))
+                writes.append(
+                    asyncio.ensure_future(guarded(key, functools.partial(self._write, pending, now)))
+                )
+        await asyncio.gather(*writes)
         finished = time.perf_counter()
         report.duration_s = finished - started
         if due:
@@ -273,7 +283,10 @@ class ControlLoop:
         if view is None:
             return 0
         live = LiveChildren(view.deployment, list(view.pods.values()))
-        result = reconcile(view.body, self.cluster, self.render, now=now, live=live)
+        # The spec as parsed for this very body when its decisions were due (None: invalid, and
+        # reconcile parses it again to report why).
+        parsed = record.spec(view.body) if record is not None else None
+        result = reconcile(view.body, self.cluster, self.render, now=now, live=live, parsed=parsed)
         try:
             write_status(self.cluster, view.body, result)
         except ConflictError:

@@ -52,16 +52,18 @@ def reconcile(
     *,
     now: float,
     live: LiveChildren | None = None,
+    parsed: InferenceService | None = None,
 ) -> ReconcileResult:
     """Bring the children of the InferenceService ``body`` in line with its spec; idempotent.
 
     An invalid spec applies nothing and is reported as ``InvalidSpec=True`` with an event. With
     ``live`` (from the watch-fed inventory) nothing is read from the API server and only the
-    Deployment is synced.
+    Deployment is synced. ``parsed``: ``body`` already parsed (a valid spec), so it is not parsed
+    again.
     """
     status = dict(body.get("status") or {})
     try:
-        isvc = parse_inference_service(body)
+        isvc = parsed if parsed is not None else parse_inference_service(body)
     except InvalidResourceError as exc:
         meta = body.get("metadata") or {}
         patch = invalid_spec_status(

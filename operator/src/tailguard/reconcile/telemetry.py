@@ -82,6 +82,10 @@ class Telemetry:
             attribute: Gauge(name, text, SERVICE_LABELS, registry=r)
             for attribute, name, text in SERVICE_GAUGES
         }
+        # Each service's series, looked up once: ``labels()`` validates and locks at every call,
+        # a dozen calls per decision. Created on first use, as ``labels()`` would create them.
+        self._series: dict[tuple[str, str], dict[str, Gauge]] = {}
+        self._decision_series: dict[tuple[str, str], dict[tuple[str, str], Counter]] = {}
 
     def gauge(self, attribute: str) -> Gauge:
         """One per-service gauge by its attribute name in :data:`SERVICE_GAUGES`."""
@@ -98,7 +102,12 @@ class Telemetry:
         config: policy.PolicyConfig,
     ) -> None:
         """Export one step's figures and decision for service ``key`` (namespace, name)."""
-        self.decisions.labels(*key, str(decision.reason_code), "applied" if applied else "none").inc()
+        reason, action = str(decision.reason_code), "applied" if applied else "none"
+        counters = self._decision_series.setdefault(key, {})
+        counter = counters.get((reason, action))
+        if counter is None:
+            counter = counters[reason, action] = self.decisions.labels(*key, reason, action)
+        counter.inc()
         values: dict[str, float | None] = {
             "desired_replicas": decision.replicas,
             "ready_replicas": workload.ready,
@@ -112,13 +121,19 @@ class Telemetry:
             "goodput": figures.goodput,
             "goodput_target": config.goodput_target,
         }
+        series = self._series.setdefault(key, {})
         for attribute, value in values.items():
             if value is None and attribute == "slo_tpot":
                 continue  # no TPOT objective declared: no series
-            self.service_gauges[attribute].labels(*key).set(value if value is not None else math.nan)
+            gauge = series.get(attribute)
+            if gauge is None:
+                gauge = series[attribute] = self.service_gauges[attribute].labels(*key)
+            gauge.set(value if value is not None else math.nan)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted service's series so dashboards do not show ghosts."""
+        self._series.pop((namespace, name), None)
+        self._decision_series.pop((namespace, name), None)
         for gauge in self.service_gauges.values():
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import zlib
 from collections.abc import Callable
@@ -23,11 +24,20 @@ def seconds_since(timestamp: str | None, now: float) -> float:
     there is none or it cannot be read."""
     if not timestamp:
         return math.inf
+    return now - _parse(timestamp)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(timestamp: str) -> float:
+    """Unix seconds of an RFC 3339 ``timestamp``; infinitely far in the past when unreadable.
+
+    Cached: every decision reads its service's last status time, and services written in the
+    same cycle share one (``strptime`` is slow).
+    """
     try:
-        then = dt.datetime.strptime(timestamp, _FORMAT).replace(tzinfo=dt.UTC).timestamp()
+        return dt.datetime.strptime(timestamp, _FORMAT).replace(tzinfo=dt.UTC).timestamp()
     except ValueError:
-        return math.inf
-    return now - then
+        return -math.inf
 
 
 def in_turn(key: tuple[str, str], now: float, interval_s: float, period_s: float) -> bool:
