@@ -79,6 +79,10 @@ def stage(progress: Progress = say) -> Path:
     )
     if proc.returncode != 0:
         raise EngineError(f"building the tiny model failed:\n{proc.stderr[-3000:]}")
+    # transformers writes the weights owner-only (0600); the engine runs as another user and must
+    # read them (COPY keeps the mode).
+    for path in (context / "model").rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
     shutil.copy2(LAUNCHER, context / "vllm")
     return context
 
