@@ -356,9 +356,17 @@ def loaded(image: str) -> bool:
     image_id = _docker("image", "inspect", "-f", "{{.Id}}", image, check=False).stdout.strip()
     listed = _docker("exec", control_plane(), "ctr", "-n", "k8s.io", "images", "ls", "-q", check=False)
     names = set(listed.stdout.split())
+    return bool(image_id) and image_id in names and containerd_name(image) in names
+
+
+def containerd_name(image: str) -> str:
+    """The name containerd lists for a Docker image reference: Docker Hub's host made explicit."""
     host = image.split("/", 1)[0]
-    qualified = image if "/" in image and ("." in host or ":" in host) else f"docker.io/{image}"
-    return bool(image_id) and image_id in names and qualified in names
+    return (
+        image
+        if "/" in image and ("." in host or ":" in host or host == "localhost")
+        else f"docker.io/{image}"
+    )
 
 
 def load(images: list[str], progress: Progress = say) -> None:
