@@ -361,12 +361,10 @@ def loaded(image: str) -> bool:
 
 def containerd_name(image: str) -> str:
     """The name containerd lists for a Docker image reference: Docker Hub's host made explicit."""
+    if "/" not in image:
+        return f"docker.io/library/{image}"
     host = image.split("/", 1)[0]
-    return (
-        image
-        if "/" in image and ("." in host or ":" in host or host == "localhost")
-        else f"docker.io/{image}"
-    )
+    return image if "." in host or ":" in host or host == "localhost" else f"docker.io/{image}"
 
 
 def load(images: list[str], progress: Progress = say) -> None:

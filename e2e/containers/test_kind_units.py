@@ -88,7 +88,7 @@ def test_containerd_name_makes_docker_hub_explicit() -> None:
     assert kind_node.containerd_name("tailguard/engine-vllm-cpu:0.32.0-abc") == (
         "docker.io/tailguard/engine-vllm-cpu:0.32.0-abc"
     )
-    assert kind_node.containerd_name("busybox:1") == "docker.io/busybox:1"
+    assert kind_node.containerd_name("busybox:1") == "docker.io/library/busybox:1"
     assert kind_node.containerd_name("registry.k8s.io/etcd:3.7.3-0") == "registry.k8s.io/etcd:3.7.3-0"
     assert kind_node.containerd_name("localhost:5000/x:1") == "localhost:5000/x:1"
     assert kind_node.containerd_name("localhost/x:1") == "localhost/x:1"
