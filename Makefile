@@ -38,7 +38,7 @@ test-unit: venv ## unit tests only (no cluster)
 	$(BIN)/pytest operator/tests -q
 
 test: lint cluster-tools ## lint, unit and integration tests (real API server; builds the cluster tools once)
-	TAILGUARD_REQUIRE_CLUSTER=1 $(BIN)/pytest -q -m "not e2e and not engine and not images and not kind"
+	TAILGUARD_REQUIRE_CLUSTER=1 $(BIN)/pytest -q -m "not e2e and not engine and not images and not kind and not kind_vllm"
 
 clean: ## remove build and test caches (keeps .venv)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

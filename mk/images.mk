@@ -19,3 +19,7 @@ images: base-image ## build the operator and engine stand-in images on the local
 
 test-images: cluster-tools images ## run the operator image as the chart does against the local API server
 	TAILGUARD_REQUIRE_CLUSTER=1 TAILGUARD_REQUIRE_IMAGES=1 $(BIN)/pytest e2e/containers -m images -v
+
+.PHONY: image-vllm-cpu
+image-vllm-cpu: base-image engine-env ## vLLM for CPUs + the tiny model on the local base: tailguard/engine-vllm-cpu (~6.5 GB; cached by tag)
+	@$(CONTAINERS) vllm-cpu

@@ -21,3 +21,7 @@ kind-env: venv ## print `export KUBECONFIG=...` for the kind cluster
 
 test-kind: cluster-tools images kind-node-image ## the kind tier: helm install, Prometheus in the cluster, a burst through the Service (KIND_ARGS for pytest)
 	TAILGUARD_REQUIRE_KIND=1 $(BIN)/pytest e2e/kind -m kind -v $(KIND_ARGS)
+
+.PHONY: test-kind-vllm
+test-kind-vllm: cluster-tools images image-vllm-cpu kind-node-image ## one real vLLM (CPU) replica in kind, read through Prometheus (image ~6.5 GB; KIND_ARGS for pytest)
+	TAILGUARD_REQUIRE_KIND_VLLM=1 $(BIN)/pytest e2e/kind -m kind_vllm -v $(KIND_ARGS)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cluster.tools import ToolError
-from containers import base, engine, kind_node, operator_image, prometheus_image
+from containers import base, engine, kind_node, operator_image, prometheus_image, vllm_image
 
 
 def _engine_up(_: argparse.Namespace) -> int:
@@ -37,6 +37,11 @@ def _standin(_: argparse.Namespace) -> int:
 
 def _prometheus(_: argparse.Namespace) -> int:
     print(prometheus_image.build())
+    return 0
+
+
+def _vllm_cpu(args: argparse.Namespace) -> int:
+    print(vllm_image.build(force=args.force))
     return 0
 
 
@@ -92,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "prometheus", help=f"build {prometheus_image.TAG} from Debian's package (for the kind tier)"
     ).set_defaults(func=_prometheus)
+    p = sub.add_parser("vllm-cpu", help="build the real-engine image: vLLM for CPUs and the tiny model")
+    p.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
+    p.set_defaults(func=_vllm_cpu)
     sub.add_parser("kind-tools", help="build the kind tier's binaries (cached)").set_defaults(
         func=_kind_tools
     )

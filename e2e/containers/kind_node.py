@@ -347,6 +347,26 @@ def down(progress: Progress = say) -> bool:
     return True
 
 
+def loaded(image: str) -> bool:
+    """Whether the node's containerd holds ``image`` under its name with the engine's image ID.
+
+    ``kind load`` cannot tell (no crictl in the node) and imports every time, which for a
+    several-GB image is minutes; kind's import names each image by its ID too, which is the check.
+    """
+    image_id = _docker("image", "inspect", "-f", "{{.Id}}", image, check=False).stdout.strip()
+    listed = _docker("exec", control_plane(), "ctr", "-n", "k8s.io", "images", "ls", "-q", check=False)
+    names = set(listed.stdout.split())
+    return bool(image_id) and image_id in names and containerd_name(image) in names
+
+
+def containerd_name(image: str) -> str:
+    """The name containerd lists for a Docker image reference: Docker Hub's host made explicit."""
+    if "/" not in image:
+        return f"docker.io/library/{image}"
+    host = image.split("/", 1)[0]
+    return image if "." in host or ":" in host or host == "localhost" else f"docker.io/{image}"
+
+
 def load(images: list[str], progress: Progress = say) -> None:
     """``kind load docker-image`` of locally built images into the cluster's node."""
     progress(f"kind load docker-image {' '.join(images)}")

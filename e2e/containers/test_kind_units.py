@@ -82,3 +82,13 @@ def test_the_cluster_config_pins_the_etcd_tag_the_node_image_carries() -> None:
     assert "failCgroupV1: false" in text
     containerd = (kind_node.NODE_DIR / "files" / "containerd-config.toml").read_text()
     assert f'sandbox = "{kind_node.PAUSE_IMAGE}"' in containerd
+
+
+def test_containerd_name_makes_docker_hub_explicit() -> None:
+    assert kind_node.containerd_name("tailguard/engine-vllm-cpu:0.32.0-abc") == (
+        "docker.io/tailguard/engine-vllm-cpu:0.32.0-abc"
+    )
+    assert kind_node.containerd_name("busybox:1") == "docker.io/library/busybox:1"
+    assert kind_node.containerd_name("registry.k8s.io/etcd:3.7.3-0") == "registry.k8s.io/etcd:3.7.3-0"
+    assert kind_node.containerd_name("localhost:5000/x:1") == "localhost:5000/x:1"
+    assert kind_node.containerd_name("localhost/x:1") == "localhost/x:1"

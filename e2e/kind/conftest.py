@@ -33,7 +33,8 @@ from typing import Any, Final
 import pytest
 
 from cluster import tools
-from containers import base, engine, kind_node, operator_image, prometheus_image
+from containers import base, engine, kind_node, operator_image, prometheus_image, vllm_image
+from engine import env as engine_env
 from kind import manifests
 from lib.kube import Kube, unique_name
 from lib.opt_in import OptInTier
@@ -42,6 +43,12 @@ from lib.wait import wait_for
 REQUIRE_ENV: Final = "TAILGUARD_REQUIRE_KIND"
 OPT_IN_ENV: Final = "TAILGUARD_KIND"
 TIER: Final = OptInTier("kind", "kind", "test-kind", OPT_IN_ENV, REQUIRE_ENV)
+#: The real-engine test (marker ``kind_vllm``): one replica of vLLM for CPUs in the same cluster. Its
+#: own opt-in, never part of ``make test-kind``: its image is several GB (``make test-kind-vllm``).
+VLLM_REQUIRE_ENV: Final = "TAILGUARD_REQUIRE_KIND_VLLM"
+VLLM_TIER: Final = OptInTier(
+    "kind real-engine", "kind_vllm", "test-kind-vllm", "TAILGUARD_KIND_VLLM", VLLM_REQUIRE_ENV
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tailguard"
@@ -67,8 +74,18 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def vllm_unavailable_reason() -> str | None:
+    """Why the real-engine test cannot run here: the kind tier's reasons, or no engine env to build
+    its image from (unless the image is built already)."""
+    reason = unavailable_reason()
+    if reason is None and not vllm_image.exists(vllm_image.default_tag()):
+        reason = engine_env.unavailable_reason()
+    return reason
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     TIER.skip_unless_asked(config, items, unavailable_reason)
+    VLLM_TIER.skip_unless_asked(config, items, vllm_unavailable_reason)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -116,6 +133,24 @@ def kind_images(kind_cluster: KindCluster) -> dict[str, str]:
         pytest.fail(f"building or loading the images failed: {exc}", pytrace=False)
     kind_cluster.images = images
     return images
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_image(kind_cluster: KindCluster) -> str:
+    """vLLM for CPUs with the tiny model (``images/engine-vllm-cpu``), built when missing and loaded."""
+    reason = vllm_unavailable_reason()
+    if reason is not None:
+        pytest.fail(f"the real-engine image cannot be built here: {reason}", pytrace=False)
+    try:
+        tag = vllm_image.build()
+        if not kind_node.loaded(tag):  # several GB: import only what the node lacks
+            started = time.monotonic()
+            kind_node.load([tag])
+            print(f"kind load of {tag} took {time.monotonic() - started:.0f}s")
+    except engine.EngineError as exc:
+        pytest.fail(f"building or loading {vllm_image.REPOSITORY} failed: {exc}", pytrace=False)
+    kind_cluster.images["vllm"] = tag
+    return tag
 
 
 @pytest.fixture(scope="session")

@@ -190,6 +190,45 @@ def inference_service(name: str, image: str, *, interval_s: int, stabilization_s
     }
 
 
+def vllm_inference_service(name: str, image: str, model: str) -> Manifest:
+    """One replica of real vLLM for CPUs (``images/engine-vllm-cpu``) serving the tiny model baked
+    into its image at ``model``.
+
+    Mode Auto between one and one replica: the operator reads the engine's metrics and decides every
+    interval (which is what fills ``status.observed``), and the fleet stays one pod on a small node.
+    The GPU is the node's fake ``nvidia.com/gpu``: the engine does not use it. ``extraArgs`` are part
+    of what the operator renders: ``--enforce-eager`` skips torch.compile tracing (tens of seconds of
+    a start on a CPU), ``--dtype float32`` is the engine tier's choice for this model on CPUs.
+    """
+    return {
+        "apiVersion": "tailguard.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"name": model},
+            "engine": {
+                "image": image,
+                "maxNumSeqs": 4,
+                "maxNumBatchedTokens": 2048,
+                "maxModelLen": 1024,
+                "startupTimeoutSeconds": 600,
+                "shutdownTimeoutSeconds": 5,
+                "extraArgs": ["--enforce-eager", "--dtype", "float32"],
+            },
+            "resources": {"gpus": 1, "cpu": "500m", "memory": "4Gi", "shmSize": "256Mi"},
+            "slo": {"ttftP99Ms": 2000, "goodputTarget": 0.9},
+            "autoscaling": {
+                "mode": "Auto",
+                "minReplicas": 1,
+                "maxReplicas": 1,
+                "intervalSeconds": 5,
+                "scaleDownStabilizationSeconds": 30,
+                "maxBatch": {"enabled": False, "min": 4, "max": 4},
+            },
+        },
+    }
+
+
 def load_objects(
     name: str,
     namespace: str,
@@ -200,6 +239,7 @@ def load_objects(
     workers: int,
     duration_s: int,
     max_tokens: int,
+    max_requests: int = 20000,
 ) -> list[Manifest]:
     """A ConfigMap holding ``load.py`` and a pod running it once against ``service_url``.
 
@@ -213,7 +253,7 @@ def load_objects(
         model,
         f"--workers={workers}",
         f"--duration={duration_s}",
-        "--max-requests=20000",
+        f"--max-requests={max_requests}",
         f"--max-tokens={max_tokens}",
     ]
     return [
