@@ -76,6 +76,21 @@ def size_bytes(cli: str, image: str) -> int:
     return int(out.stdout.strip())
 
 
+def run_build(cmd: list[str], tag: str, log: Path) -> None:
+    """Run a ``docker build`` command line with BuildKit, its output in ``log``; on failure raise
+    :class:`EngineError` with the log's last lines."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        rc = subprocess.run(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(os.environ, DOCKER_BUILDKIT="1"), check=False
+        ).returncode
+    if rc != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise EngineError(f"building {tag} failed (exit {rc}); last lines of {log}:\n{tail}")
+
+
 def build(progress: Progress = say, *, tag: str | None = None) -> str:
     """Build the operator image on the local base (built first when missing). Its tag."""
     base_image = base.ensure(progress)
@@ -86,15 +101,7 @@ def build(progress: Progress = say, *, tag: str | None = None) -> str:
     cmd = build_command(cli, tag, base_image, ca_bundle())
     progress(f"building {tag} on {base_image} (log {log})")
     started = time.monotonic()
-    with open(log, "w") as fh:
-        fh.write(f"$ {' '.join(cmd)}\n")
-        fh.flush()
-        rc = subprocess.run(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(os.environ, DOCKER_BUILDKIT="1"), check=False
-        ).returncode
-    if rc != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        raise EngineError(f"building {tag} failed (exit {rc}); last lines of {log}:\n{tail}")
+    run_build(cmd, tag, log)
     size = size_bytes(engine.docker_cli(), tag)
     progress(f"{tag}: {size / 1e6:.1f} MB ({size} bytes), built in {time.monotonic() - started:.0f}s")
     return tag

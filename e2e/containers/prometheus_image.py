@@ -8,13 +8,12 @@ Docker's layer cache makes a second build a no-op.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
 
 from containers import base, engine
-from containers.engine import EngineError, Progress, say
+from containers.engine import Progress, say
+from containers.operator_image import run_build
 
 REPO = Path(__file__).resolve().parents[2]
 CONTEXT = REPO / "images" / "prometheus"
@@ -38,14 +37,6 @@ def build(progress: Progress = say, *, tag: str = TAG) -> str:
     started = time.monotonic()
     log = base.images_dir() / "prometheus-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as fh:
-        fh.write(f"$ {' '.join(cmd)}\n")
-        fh.flush()
-        rc = subprocess.run(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(os.environ, DOCKER_BUILDKIT="1"), check=False
-        ).returncode
-    if rc != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        raise EngineError(f"building {tag} failed (exit {rc}); last lines of {log}:\n{tail}")
+    run_build(cmd, tag, log)
     progress(f"{tag}: built in {time.monotonic() - started:.0f}s (log {log})")
     return tag

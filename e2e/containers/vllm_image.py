@@ -19,7 +19,7 @@ from pathlib import Path
 
 from containers import base, engine
 from containers.engine import EngineError, Progress, say
-from containers.operator_image import size_bytes
+from containers.operator_image import run_build, size_bytes
 from engine import env as engine_env
 from engine import tiny_model
 
@@ -112,21 +112,9 @@ def build(progress: Progress = say, *, tag: str | None = None, force: bool = Fal
     progress(f"building {tag} on {base_image} (log {log})")
     started = time.monotonic()
     try:
-        with open(log, "w") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n")
-            fh.flush()
-            rc = subprocess.run(
-                cmd,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                env=dict(os.environ, DOCKER_BUILDKIT="1"),
-                check=False,
-            ).returncode
+        run_build(cmd, tag, log)
     finally:
         shutil.rmtree(context, ignore_errors=True)
-    if rc != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        raise EngineError(f"building {tag} failed (exit {rc}); last lines of {log}:\n{tail}")
     size = size_bytes(engine.docker_cli(), tag)
     progress(f"{tag}: {size / 1e9:.2f} GB ({size} bytes), built in {time.monotonic() - started:.0f}s")
     return tag

@@ -22,6 +22,7 @@ What the session sets up, in order (each step waits for the previous one):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -248,6 +249,22 @@ def prometheus(kube: Kube, kind_images: dict[str, str], apps_namespace: str) -> 
         yield prom
     finally:
         kube.delete("v1", "Namespace", namespace)
+
+
+def load_summary(kube: Kube, load_name: str, namespace: str, *, timeout: float) -> dict[str, Any]:
+    """Wait for the load pod to succeed and return the summary its last log line holds (printed
+    for the figures in docs/testing.md)."""
+
+    def load_phase() -> str | None:
+        phase = (kube.get("v1", "Pod", load_name, namespace) or {}).get("status", {}).get("phase")
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    assert wait_for("the load pod to finish", load_phase, timeout=timeout) == "Succeeded"
+    summary: dict[str, Any] = json.loads(
+        kube.kubectl("logs", load_name, namespace=namespace).stdout.strip().splitlines()[-1]
+    )
+    print(f"load: {json.dumps(summary)}")
+    return summary
 
 
 def _logs(kube: Kube, deployment: str, namespace: str) -> str:

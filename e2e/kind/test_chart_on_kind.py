@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kind import manifests
-from kind.conftest import ISVC, RATE_WINDOW, SERVICE, ClusterPrometheus, HelmRelease
+from kind.conftest import ISVC, RATE_WINDOW, SERVICE, ClusterPrometheus, HelmRelease, load_summary
 from lib.kube import Kube, condition, unique_name
 from lib.wait import stays, wait_for
 from tailguard.contract.vllm import VllmMetric
@@ -328,13 +328,7 @@ def test_burst_scales_out_survives_an_operator_restart_and_scales_back_in(
     assert re.fullmatch(r"\d+/\d+", row["READY"]), row
 
     # --- the load ends; its summary --------------------------------------------------------------------
-    def load_phase() -> str | None:
-        phase = (kube.get("v1", "Pod", load_name, namespace) or {}).get("status", {}).get("phase")
-        return phase if phase in ("Succeeded", "Failed") else None
-
-    assert wait_for("the load pod to finish", load_phase, timeout=BURST_S + 120) == "Succeeded"
-    summary = json.loads(kube.kubectl("logs", load_name, namespace=namespace).stdout.strip().splitlines()[-1])
-    print(f"load: {json.dumps(summary)}")
+    summary = load_summary(kube, load_name, namespace, timeout=BURST_S + 120)
     ok = summary["outcomes"].get("ok", 0)
     assert summary["requests"] >= 100, summary
     assert ok >= 0.99 * summary["requests"], f"requests lost through the Service: {summary}"

@@ -21,7 +21,7 @@ import pytest
 
 from containers import vllm_image
 from kind import manifests
-from kind.conftest import ISVC, SERVICE, ClusterPrometheus, HelmRelease
+from kind.conftest import ISVC, SERVICE, ClusterPrometheus, HelmRelease, load_summary
 from lib.kube import Kube, condition, unique_name
 from lib.wait import wait_for
 from tailguard.api.resource import InferenceService
@@ -155,13 +155,7 @@ def test_real_vllm_replica_serves_and_the_operator_reads_its_metrics(
     assert observed.get("kvCacheUsage") is not None, observed
     assert 0 <= observed["kvCacheUsage"] <= 1, observed
 
-    def load_phase() -> str | None:
-        phase = (kube.get("v1", "Pod", load_name, namespace) or {}).get("status", {}).get("phase")
-        return phase if phase in ("Succeeded", "Failed") else None
-
-    assert wait_for("the load pod to finish", load_phase, timeout=LOAD_S + 120) == "Succeeded"
-    summary = json.loads(kube.kubectl("logs", load_name, namespace=namespace).stdout.strip().splitlines()[-1])
-    print(f"load: {json.dumps(summary)}")
+    summary = load_summary(kube, load_name, namespace, timeout=LOAD_S + 120)
     ok = summary["outcomes"].get("ok", 0)
     assert summary["requests"] > 0, summary
     assert ok == summary["requests"], f"requests failed through the Service: {summary}"
