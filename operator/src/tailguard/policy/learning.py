@@ -167,6 +167,16 @@ def replica_capacity(
     cap = capacity_of(config, model, engine, obs.max_batch, replica, engine.tpot_ok, note)
     scale = state.capacity_scale
     waiting = obs.waiting or 0.0
+    # Saturated replicas finish what they can: that is the capacity to size with now (only when
+    # the same replicas served the whole window, which holds while new ones start; a window that
+    # mixes fleet sizes would understate it).
+    saturated = (
+        broken
+        and load.queued
+        and same_fleet
+        and not obs.rollout_in_progress
+        and bool(replica.per_replica_rate)
+    )
     if cap is not None and replica.per_replica_rate is not None and not idle:
         per = replica.per_replica_rate
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
@@ -176,14 +186,7 @@ def replica_capacity(
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
-        elif (
-            broken
-            and load.queued
-            and same_fleet
-            and not obs.rollout_in_progress
-            and cap.prefill_share >= 0.5
-            and overspending
-        ):
+        elif saturated and cap.prefill_share >= 0.5 and overspending:
             # Saturated where prompts take most of the engine time, while the error budget is
             # spent faster than it accrues: the same replicas, a queue, and they finish ``per``
             # each. That is the most a replica does at all, and the model (which leaves out the
@@ -197,16 +200,6 @@ def replica_capacity(
             scale = max(recovered, per / cap.rate)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
     healthy = cap.rate * scale if cap is not None else None
-    # Saturated replicas finish what they can: that is the capacity to size with now (only when
-    # the same replicas served the whole window, which holds while new ones start; a window that
-    # mixes fleet sizes would understate it).
-    saturated = (
-        broken
-        and load.queued
-        and same_fleet
-        and not obs.rollout_in_progress
-        and bool(replica.per_replica_rate)
-    )
     return ReplicaCapacity(
         model=model,
         modelled=cap,
