@@ -54,7 +54,8 @@ def decide(
     elapsed = min(max(elapsed, 0.0), 20.0 * config.interval_s)
 
     replica = replica_figures(obs)
-    broken = breach(config, obs)
+    breaches = breach(config, obs)  # a sentence per SLO broken
+    broken = bool(breaches)
     idle = is_idle(obs)
     ready_changed_at = state.ready_changed_at
     if state.ready is None or state.ready != obs.ready_replicas:
@@ -63,23 +64,23 @@ def decide(
     same_fleet = ready_changed_at is not None and now - ready_changed_at >= _SETTLE_S
     settled = same_fleet and obs.starting_replicas == 0 and not obs.rollout_in_progress
 
-    load = read_arrivals(config, state, obs, replica, now=now, elapsed=elapsed, broken=bool(broken))
-    ahead = outlook(config, state, load, now=now, broken=bool(broken))
-    engine = learn_engine(config, state, obs, replica, elapsed=elapsed, broken=bool(broken))
+    load = read_arrivals(config, state, obs, replica, now=now, elapsed=elapsed, broken=broken)
+    ahead = outlook(config, state, load, now=now, broken=broken)
+    engine = learn_engine(config, state, obs, replica, elapsed=elapsed, broken=broken)
     cap = replica_capacity(
         config, state, obs, replica, engine, load,
-        elapsed=elapsed, broken=bool(broken), idle=idle, settled=settled, same_fleet=same_fleet,
+        elapsed=elapsed, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
         overspending=overspending(config, state),
     )  # fmt: skip
     need = size_need(
         config, state, obs, replica, load, ahead, cap,
-        now=now, elapsed=elapsed, broken=broken, idle=idle, settled=settled,
+        now=now, elapsed=elapsed, breaches=breaches, idle=idle, settled=settled,
     )  # fmt: skip
-    limited = apply_limits(config, state, obs, need, now=now, broken=bool(broken))
+    limited = apply_limits(config, state, obs, need, now=now, broken=broken)
     batch = choose_max_batch(
         config, obs, replica, engine, cap,
         replicas=limited.replicas, code=limited.code, demand=ahead.demand,
-        last_change=state.last_max_batch_change_at, now=now, broken=bool(broken), idle=idle,
+        last_change=state.last_max_batch_change_at, now=now, broken=broken, idle=idle,
         settled=settled, queue_gone=load.queue_gone,
     )  # fmt: skip
     final = batch.replicas

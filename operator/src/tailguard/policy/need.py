@@ -112,11 +112,12 @@ def size_need(
     *,
     now: float,
     elapsed: float,
-    broken: list[str],
+    breaches: list[str],
     idle: bool,
     settled: bool,
 ) -> Need:
-    """The recommendation for this window (``broken``: the breach sentences, empty when met)."""
+    """The recommendation for this window (``breaches``: a sentence per SLO broken, empty when met)."""
+    broken = bool(breaches)
     current = obs.desired_replicas
     waiting = obs.waiting or 0.0
     u = planned_utilization(config)
@@ -139,7 +140,7 @@ def size_need(
     if per_replica is None or per_replica <= 0:
         # Nothing to size with yet (no finished request): act only on a broken SLO.
         recommended = current + 1 if broken and obs.starting_replicas == 0 else current
-        parts.extend(broken or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)}"])
+        parts.extend(breaches or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)}"])
         parts.append("capacity not learned yet")
         return Need(recommended, Reason.SLO_BREACH if broken else Reason.STEADY, tuple(parts), sized, memory)
 
@@ -182,7 +183,7 @@ def size_need(
         code = Reason.LOAD_FALLING
     else:
         code = Reason.STEADY
-    parts.extend(broken or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)} within SLO {fmt_ms(config.ttft_slo_s)}"])
+    parts.extend(breaches or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)} within SLO {fmt_ms(config.ttft_slo_s)}"])
     said = f"load {demand:.1f} req/s"
     if ahead.forecast > demand * 1.01:
         said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"
