@@ -425,9 +425,13 @@ def test_a_rollout_the_deployment_controller_stalls_is_repaired(
         timeout=90,
         details=lambda: kube.describe_namespace(namespace) + "\n" + _replica_set_marks(kube, namespace, name),
     )
-    events = kube.list("v1", "Event", namespace)
-    stalled = [e for e in events if e.get("reason") == "RolloutStalled"]
-    assert stalled, [e.get("reason") for e in events]
+    # The Event is posted after the repair's write, and the rollout it frees may finish first.
+    stalled = wait_for(
+        "a RolloutStalled Event",
+        lambda: [e for e in kube.list("v1", "Event", namespace) if e.get("reason") == "RolloutStalled"],
+        timeout=30,
+        details=lambda: str([e.get("reason") for e in kube.list("v1", "Event", namespace)]),
+    )
     assert only["metadata"]["name"] in stalled[0]["message"], stalled[0]["message"]
 
 

@@ -290,7 +290,11 @@ class ControlLoop:
         try:
             write_status(self.cluster, view.body, result)
         except ConflictError:
-            return 0  # changed meanwhile; the next resync works from the fresh copy
+            # Changed meanwhile: the next resync computes the status again from the fresh copy,
+            # but the writes made here stay made, and their events are posted.
+            for note in result.action_events:
+                self.post_event(key[0], key[1], note)
+            return len(result.action_events)
         for note in result.events:
             self.post_event(key[0], key[1], note)
         return int(bool(result.status_patch)) + len(result.events)

@@ -40,9 +40,19 @@ class ReconcileResult:
     """The status patch to write (only what changed) and the events to post."""
 
     status_patch: dict[str, Any] = field(default_factory=dict)
-    events: list[EventNote] = field(default_factory=list)
+    #: Events of writes this reconcile made (children created or updated, a rollout repaired):
+    #: true whether or not the status write that follows lands.
+    action_events: list[EventNote] = field(default_factory=list)
+    #: Events of the status it computed (a spec found invalid, a Ready reason warned of): true
+    #: only once that status is written.
+    status_events: list[EventNote] = field(default_factory=list)
     isvc: InferenceService | None = None
     workload: Workload | None = None
+
+    @property
+    def events(self) -> list[EventNote]:
+        """Every event to post, the writes' first."""
+        return [*self.action_events, *self.status_events]
 
 
 def reconcile(
@@ -71,7 +81,7 @@ def reconcile(
         )
         result = ReconcileResult(status_patch=changed_fields(status, patch))
         if result.status_patch:
-            result.events.append(EventNote("Warning", "InvalidSpec", str(exc)))
+            result.status_events.append(EventNote("Warning", "InvalidSpec", str(exc)))
         return result
 
     size = running_size(isvc)
@@ -83,11 +93,11 @@ def reconcile(
         pods = live.pods
     result = ReconcileResult(isvc=isvc)
     for label in children.created:
-        result.events.append(EventNote("Normal", "Created", f"created {label}"))
+        result.action_events.append(EventNote("Normal", "Created", f"created {label}"))
     for label in children.updated:
-        result.events.append(EventNote("Normal", "Updated", f"brought {label} back to the spec"))
+        result.action_events.append(EventNote("Normal", "Updated", f"brought {label} back to the spec"))
     for mark in repair_stalled_rollout(api, children.deployment, isvc.metadata.name):
-        result.events.append(
+        result.action_events.append(
             EventNote(
                 "Warning",
                 "RolloutStalled",
@@ -107,7 +117,7 @@ def reconcile(
         new_ready["reason"] in _WARNED_READY_REASONS
         and (old_ready or {}).get("reason") != new_ready["reason"]
     ):
-        result.events.append(EventNote("Warning", new_ready["reason"], new_ready["message"]))
+        result.status_events.append(EventNote("Warning", new_ready["reason"], new_ready["message"]))
     return result
 
 
