@@ -3,6 +3,7 @@ that holds a scale-down: table-driven, each case a short scenario on a fake cloc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -202,3 +203,39 @@ def test_a_ramp_without_a_jump_is_still_forecast() -> None:
         rate = 60.0 + 0.2 * run.config.interval_s * (i + 1)
         decisions.append(run.step(healthy(rate, run.replicas)))
     assert any("forecast" in d.reason for d in decisions), decisions[-1].reason
+
+
+@dataclass(frozen=True)
+class Overload:
+    id: str
+    # running per replica over the window's batch, and requests added to the queue per second
+    surge: float
+    queue_growth: float
+    # the load the reason should quote, as a multiple of the finished rate
+    expect: float
+
+
+OVERLOAD_CASES = [
+    Overload("the surge reads more than the queue's growth: the surge", 1.6, 10.0, 1.6),
+    Overload("the queue's growth reads more than the surge: finished plus growth", 1.0, 30.0, 1.5),
+    Overload("both read the same arrivals: counted once", 1.5, 30.0, 1.5),
+]
+
+
+@pytest.mark.parametrize("case", OVERLOAD_CASES, ids=[c.id for c in OVERLOAD_CASES])
+def test_an_overload_reads_its_arrivals_once(case: Overload) -> None:
+    """In a breach the running gauge's surge and the queue's growth are two readings of the same
+    arrivals (requests the engines took in, and those left waiting): the larger one is the load,
+    never their sum, which would hold the error budget's history at a burst that never came."""
+    rate, replicas = 60.0, 3
+    run = settled(CONFIG, rate, replicas)
+    base = healthy(rate, replicas)
+    assert base.running is not None
+    waiting = 40.0 * replicas
+    run.step(breached(rate, replicas, running=base.running, waiting=waiting))
+    run.replicas = replicas  # as if the limits held it: the next reading is on the same fleet
+    waiting += case.queue_growth * run.config.interval_s
+    decision = run.step(breached(rate, replicas, running=base.running * case.surge, waiting=waiting))
+    match = re.search(r"load (\d+\.\d) req/s", decision.reason)
+    assert match is not None, decision.reason
+    assert float(match.group(1)) == pytest.approx(rate * case.expect, rel=0.02), decision.reason

@@ -97,10 +97,11 @@ def read_arrivals(
     load = rate
     if surging:
         load = max(load, rate * surge)
-    # Under overload the replicas finish only what they sustain: the growth of the queue since
-    # the last decision is demand too.
+    # Under overload the replicas finish only what they sustain: arrivals are what they finish
+    # plus the growth of the queue since the last decision. The surge is another reading of the
+    # same arrivals (it already counts the requests the engines took in), so the larger counts.
     if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
-        load += max(0.0, (waiting - state.waiting) / elapsed)
+        load = max(load, rate + max(0.0, (waiting - state.waiting) / elapsed))
     # The in-flight change corrects the rate both ways when all is calm; while the SLO is broken
     # or the engines surge it may only add (what the replicas finish is then the least demand).
     load = max(load, flowed) if broken or surging else flowed
