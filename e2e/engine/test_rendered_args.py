@@ -42,7 +42,7 @@ for command in serve.cmd_init():
 for line in sys.stdin:
     args = parser.parse_args(["serve", *json.loads(line)])
     commands["serve"].validate(args)
-    print(json.dumps({k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, list, type(None)))}))
+    print(json.dumps({k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))}))
 """
 
 
@@ -69,6 +69,8 @@ def flag_values(argv: list[str]) -> dict[str, str | None]:
 def same(parsed: Any, rendered_value: str | None) -> bool:
     if rendered_value is None:
         return parsed is True
+    if isinstance(parsed, dict):  # a JSON-valued flag (--custom-histogram-buckets)
+        return bool(parsed == json.loads(rendered_value))
     if isinstance(parsed, list):
         return [str(v) for v in parsed] == [rendered_value]
     if isinstance(parsed, float):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tailguard.contract.vllm import VllmMetric
+from tailguard.contract.vllm import TPOT_BUCKETS_S, VllmMetric
 from tailguard.fleet import standin
 from tailguard.k8s.render import RenderSettings, render_all
 from tailguard.manifests import load_inference_services
@@ -36,6 +36,28 @@ def test_takes_the_arguments_the_operator_renders() -> None:
     assert ignored == ["--gpu-memory-utilization", "0.9", "--tensor-parallel-size", "1"]
     engine = standin.build(args).engine
     assert (engine.max_num_seqs, engine.max_num_batched_tokens) == (256, 8192)
+
+
+def test_exports_the_histogram_buckets_the_operator_asks_for() -> None:
+    (isvc,) = load_inference_services(REPO / "examples" / "dry-run.yaml")  # TTFT SLO 800 ms
+    rendered = render_all(isvc, 1, 64, RenderSettings())
+    deployment = next(o for o in rendered if o["kind"] == "Deployment")
+    args, ignored = standin.parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert "--custom-histogram-buckets" not in ignored
+    engine = standin.build(args).engine
+    assert 0.8 in engine.ttft.bounds
+    assert engine.tpot.bounds == TPOT_BUCKETS_S
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['{"time_to_first_token": [1, 0.5]}', "[0.5]", "not json", '{"time_to_first_token": [true]}'],
+    ids=["decreasing", "not an object", "not JSON", "a boolean bound"],
+)
+def test_refuses_buckets_vllm_refuses(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        standin.parse_args(["m", "--custom-histogram-buckets", value])
+    assert "--custom-histogram-buckets" in capsys.readouterr().err
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,32 @@ def test_an_image_in_the_spec_wins_over_the_operator_default() -> None:
     mirror = RenderSettings(default_image=MIRROR)
     assert _container(render_all(isvc, 1, 256, mirror)[0])["image"] == "vllm/vllm-openai:v0.30.1"
     assert vllm_image(isvc, mirror) == "vllm/vllm-openai:v0.30.1"
+
+
+@pytest.mark.parametrize(
+    ("slo", "families"),
+    [
+        ({"ttftP99Ms": 500, "tpotP99Ms": 50}, None),
+        ({"ttftP99Ms": 800}, {"time_to_first_token"}),
+        ({"ttftP99Ms": 500, "tpotP99Ms": 15}, {"inter_token_latency"}),
+    ],
+    ids=["SLOs at bucket edges: no flag", "TTFT between edges", "TPOT between edges"],
+)
+def test_an_slo_between_bucket_edges_is_made_an_edge(slo: dict[str, Any], families: set[str] | None) -> None:
+    value = _arg(_deployment(slo=slo), "--custom-histogram-buckets")
+    if families is None:
+        assert value is None, value
+        return
+    assert value is not None
+    buckets = json.loads(value)
+    assert set(buckets) == families, buckets
+    for family, bounds in buckets.items():
+        ms = slo["ttftP99Ms"] if family == "time_to_first_token" else slo["tpotP99Ms"]
+        assert ms / 1000 in bounds, (family, bounds)
+
+
+def test_histogram_buckets_in_extra_args_win() -> None:
+    own = ["--custom-histogram-buckets", '{"time_to_first_token":[0.5,0.8,1.0]}']
+    args = _container(_deployment(slo={"ttftP99Ms": 800}, engine={"extraArgs": own}))["args"]
+    assert args.count("--custom-histogram-buckets") == 1, args
+    assert args[-2:] == own

@@ -6,6 +6,7 @@ tier checks them against a real server's ``/metrics``.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Final
 
@@ -55,3 +56,35 @@ E2E_BUCKETS_S: Final[tuple[float, ...]] = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
     60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
+
+#: ``vllm serve`` flag replacing a histogram family's buckets (a JSON object, family → bounds).
+CUSTOM_BUCKETS_FLAG: Final = "--custom-histogram-buckets"
+#: Its family keys for the SLO histograms: TTFT's own, and the one TPOT shares with the
+#: inter-token latency.
+TTFT_BUCKET_FAMILY: Final = "time_to_first_token"
+TPOT_BUCKET_FAMILY: Final = "inter_token_latency"
+
+
+def with_edge(bounds: tuple[float, ...], edge_s: float | None) -> tuple[float, ...]:
+    """``bounds`` with ``edge_s`` among them (sorted; unchanged when it is already an edge).
+
+    The share of requests within an SLO is exact only when the SLO is a bucket edge: inside a
+    bucket it can only be interpolated, and vLLM's buckets are wide (10 to 25 ms for TPOT), so a
+    15 ms SLO would be read as broken while every request met it.
+    """
+    if edge_s is None or any(math.isclose(edge_s, b, rel_tol=1e-9) for b in bounds):
+        return bounds
+    return tuple(sorted((*bounds, edge_s)))
+
+
+def slo_bucket_overrides(ttft_slo_s: float, tpot_slo_s: float | None) -> dict[str, list[float]]:
+    """The families whose default buckets lack an SLO as an edge, with the SLO added: the value of
+    :data:`CUSTOM_BUCKETS_FLAG` (empty when every SLO is an edge already)."""
+    out: dict[str, list[float]] = {}
+    ttft = with_edge(TTFT_BUCKETS_S, ttft_slo_s)
+    if ttft != TTFT_BUCKETS_S:
+        out[TTFT_BUCKET_FAMILY] = list(ttft)
+    tpot = with_edge(TPOT_BUCKETS_S, tpot_slo_s)
+    if tpot != TPOT_BUCKETS_S:
+        out[TPOT_BUCKET_FAMILY] = list(tpot)
+    return out

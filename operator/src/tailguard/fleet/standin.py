@@ -33,6 +33,13 @@ from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tailguard.contract.vllm import (
+    CUSTOM_BUCKETS_FLAG,
+    TPOT_BUCKET_FAMILY,
+    TPOT_BUCKETS_S,
+    TTFT_BUCKET_FAMILY,
+    TTFT_BUCKETS_S,
+)
 from tailguard.sim.engine import Engine
 from tailguard.sim.exposition import render
 from tailguard.sim.profiles import PROFILES, get_profile
@@ -62,6 +69,13 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--max-model-len", type=int)
     parser.add_argument("--shutdown-timeout", type=float, default=0.0, help="drain time on SIGTERM")
     parser.add_argument(
+        CUSTOM_BUCKETS_FLAG,
+        dest="custom_buckets",
+        type=_bucket_families,
+        default={},
+        help="JSON object of histogram bucket families (time_to_first_token, inter_token_latency)",
+    )
+    parser.add_argument(
         "--standin-profile",
         default="h100-llama3-8b",
         choices=sorted(PROFILES),
@@ -69,6 +83,29 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     args, unknown = parser.parse_known_args(list(argv))
     return args, unknown
+
+
+def _bucket_families(text: str) -> dict[str, tuple[float, ...]]:
+    """The families of ``--custom-histogram-buckets`` as vLLM reads them: each a strictly
+    increasing list of positive finite bounds."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object of bucket families")
+    out: dict[str, tuple[float, ...]] = {}
+    for family, bounds in value.items():
+        if (
+            not isinstance(bounds, list)
+            or not bounds
+            or not all(isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)
+            or not all(math.isfinite(b) and b > 0 for b in bounds)
+            or any(a >= b for a, b in itertools.pairwise(bounds))
+        ):
+            raise argparse.ArgumentTypeError(f"{family}: bounds must be positive and strictly increasing")
+        out[str(family)] = tuple(float(b) for b in bounds)
+    return out
 
 
 @dataclass
@@ -357,8 +394,13 @@ def build(args: argparse.Namespace) -> StandinEngine:
     profile = get_profile(args.standin_profile)
     if args.max_model_len:
         profile = replace(profile, max_model_len=args.max_model_len)
+    buckets = args.custom_buckets
     engine = Engine(
-        profile, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens
+        profile,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        ttft_buckets_s=buckets.get(TTFT_BUCKET_FAMILY, TTFT_BUCKETS_S),
+        tpot_buckets_s=buckets.get(TPOT_BUCKET_FAMILY, TPOT_BUCKETS_S),
     )
     return StandinEngine(engine)
 

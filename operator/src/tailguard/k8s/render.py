@@ -5,12 +5,14 @@ Nothing here talks to the API server; the same functions back ``tailguard render
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Final
 
 from tailguard.api import DEFAULT_VLLM_IMAGE, InferenceService
 from tailguard.api.resource import API_VERSION, KIND
+from tailguard.contract.vllm import CUSTOM_BUCKETS_FLAG, slo_bucket_overrides
 from tailguard.k8s.cluster import Manifest
 from tailguard.k8s.labels import PROMETHEUS_SERVICE_LABEL, SERVICE_LABEL, common_labels, selector_labels
 
@@ -81,7 +83,23 @@ def vllm_args(isvc: InferenceService, max_batch: int) -> list[str]:
     ]
     if engine.max_model_len is not None:
         args += ["--max-model-len", str(engine.max_model_len)]
-    return args + list(engine.extra_args)
+    return args + _slo_buckets(isvc) + list(engine.extra_args)
+
+
+def _slo_buckets(isvc: InferenceService) -> list[str]:
+    """``--custom-histogram-buckets`` with each SLO that is not an edge of vLLM's default buckets
+    added as one, so the share of requests within it is counted, not interpolated. Nothing when
+    every SLO is an edge, or when ``extraArgs`` sets the flag (the user's buckets win)."""
+    given = any(
+        a == CUSTOM_BUCKETS_FLAG or a.startswith(CUSTOM_BUCKETS_FLAG + "=")
+        for a in isvc.spec.engine.extra_args
+    )
+    slo = isvc.spec.slo
+    tpot_s = slo.tpot_p99_ms / 1000.0 if slo.tpot_p99_ms is not None else None
+    overrides = slo_bucket_overrides(slo.ttft_p99_ms / 1000.0, tpot_s)
+    if given or not overrides:
+        return []
+    return [CUSTOM_BUCKETS_FLAG, json.dumps(overrides, separators=(",", ":"))]
 
 
 def vllm_image(isvc: InferenceService, settings: RenderSettings) -> str:

@@ -127,6 +127,8 @@ class Engine:
         kv_capacity_tokens: int | None = None,
         start_time: float = 0.0,
         on_finish: FinishCallback | None = None,
+        ttft_buckets_s: tuple[float, ...] = TTFT_BUCKETS_S,
+        tpot_buckets_s: tuple[float, ...] = TPOT_BUCKETS_S,
     ) -> None:
         self.profile = profile
         self.max_num_seqs = max_num_seqs or profile.max_num_seqs
@@ -152,9 +154,10 @@ class Engine:
         self.busy_time = 0.0
         #: End of the last engine step (the clock also moves while idle).
         self.busy_until = start_time
-        self.ttft = Histogram(TTFT_BUCKETS_S)
-        self.tpot = Histogram(TPOT_BUCKETS_S)
-        self.itl = Histogram(TPOT_BUCKETS_S)
+        # The SLO histograms' bounds: vLLM's defaults, or what --custom-histogram-buckets set.
+        self.ttft = Histogram(ttft_buckets_s)
+        self.tpot = Histogram(tpot_buckets_s)
+        self.itl = Histogram(tpot_buckets_s)
         self.e2e = Histogram(E2E_BUCKETS_S)
         self.queue = Histogram(E2E_BUCKETS_S)
 

@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tailguard.contract.vllm import TPOT_BUCKETS_S, TTFT_BUCKETS_S
 from tailguard.sim.engine import Engine
 from tailguard.sim.profiles import EngineProfile
 from tailguard.sim.prometheus import ModelledPrometheus
@@ -96,6 +97,10 @@ class FleetConfig:
     #: the trace's own start would be; empty keeps ``initial_replicas`` throughout.
     lead_in_schedule: tuple[int, ...] = ()
     lead_in_window_s: float = 60.0
+    #: Bounds of the engines' TTFT and TPOT histograms: vLLM's defaults, or with the SLOs added as
+    #: edges, as the operator renders ``--custom-histogram-buckets`` (``Scenario.fleet`` does).
+    ttft_buckets_s: tuple[float, ...] = TTFT_BUCKETS_S
+    tpot_buckets_s: tuple[float, ...] = TPOT_BUCKETS_S
 
 
 class FleetView:
@@ -243,6 +248,8 @@ class Fleet:
             max_num_batched_tokens=self.config.max_num_batched_tokens,
             start_time=now,
             on_finish=self.on_finish,
+            ttft_buckets_s=self.config.ttft_buckets_s,
+            tpot_buckets_s=self.config.tpot_buckets_s,
         )
         self.ready.append(pod)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tailguard.contract.vllm import TPOT_BUCKETS_S, TTFT_BUCKETS_S, with_edge
 from tailguard.policy import PolicyConfig, ScheduleWindow
 from tailguard.sim import policies as registry
 from tailguard.sim.fleet import Autoscaler, FleetConfig, RunResult, simulate
@@ -63,6 +64,8 @@ class Scenario:
             gpu_limit=self.gpu_limit,
             seed=self.seed,
             warmup_s=self.warmup_s,
+            ttft_buckets_s=with_edge(TTFT_BUCKETS_S, self.slo.ttft_s),
+            tpot_buckets_s=with_edge(TPOT_BUCKETS_S, self.slo.tpot_s),
         )
 
     def policy_config(self) -> PolicyConfig:
