@@ -1,5 +1,5 @@
 # The fleet simulator and its benchmark (operator/src/tailguard/sim).
-.PHONY: bench bench-quick bench-seeds bench-frontier simulate-example
+.PHONY: bench bench-quick bench-seeds bench-frontier bench-lever simulate-example
 
 BENCH_OUT ?= out/bench
 BENCH_JOBS ?= 2
@@ -17,6 +17,9 @@ bench-seeds: venv ## tailguard, KPA and static over seeds 1-3 (mean and spread) 
 bench-frontier: venv ## every policy swept over its knob on every trace; tailguard's GPU-hours at each peer's attainment
 	$(PY) -m tailguard.sim.bench --out $(BENCH_OUT)-frontier --plots docs/img --sweep --jobs $(BENCH_JOBS) \
 		--policies tailguard,static --no-speed
+
+bench-lever: venv ## tailguard with and without max-batch tuning, side by side, where the cap matters (~3 min)
+	$(PY) -m tailguard.sim.bench.lever --jobs $(BENCH_JOBS)
 
 simulate-example: venv ## a 20-minute bursty trace through every policy, outputs in out/simulate
 	$(PY) -m tailguard.sim --synthetic bursty --rate 30 --peak-rate 80 --duration-s 1200 \

@@ -113,6 +113,17 @@ def test_tpot_breaking_at_steady_ttft_lowers_max_batch_and_adds_replicas() -> No
     assert again.max_batch == bad.max_batch, "no second change within the interval"
 
 
+def test_a_tpot_breach_at_most_halves_max_batch_in_one_change() -> None:
+    # The TPOT SLO tightened below what the learned step allows at any batch: the model's batch
+    # for the step budget is the floor, but one change only halves the cap; the next, after the
+    # change interval, may go further once the smaller batch is measured.
+    fleet = warm_fleet(3, 80.0)
+    fleet.run.config = replace(CONFIG, tpot_slo_s=0.012, max_replicas=64)
+    bad = fleet.tick(healthy, 80.0)
+    assert bad.reason_code is Reason.MAX_BATCH_LOWERED, bad.reason
+    assert bad.max_batch == 128, bad.reason
+
+
 def test_no_max_batch_change_during_a_rollout() -> None:
     fleet = warm_fleet(3, 80.0)
     d = fleet.tick(lambda r, n: healthy(r, n, p99_tpot_s=0.08, rollout_in_progress=True), 80.0)

@@ -132,6 +132,10 @@ def _propose(
         if slo is not None:
             target = min(target, model.batch_for_step(_tpot_step_budget(slo, offset)))
             target /= config.batch_fill
+        # At most half per change: the model's batch for a step budget extrapolates far below
+        # what it has seen (on a decode-heavy load with a 15 ms TPOT it asked for 256 → 32, and
+        # the capped replicas then queued), and the next change may go further, once measured.
+        target = max(target, current * 0.5)
         new = max(lo, min(current - 8, _round_down(target)))
         if new < current:
             why = f"p99 TPOT {fmt_ms(tpot)} over SLO" if not preempting else "KV cache preempting"
