@@ -289,69 +289,50 @@ def max_num_seqs_of(manifest: dict[str, Any] | None) -> int | None:
     return int(args[args.index("--max-num-seqs") + 1]) if "--max-num-seqs" in args else None
 
 
-def test_tpot_broken_with_ttft_fine_lowers_max_batch_in_one_rolling_update(
+def test_tpot_broken_with_ttft_fine_scales_out_until_tpot_holds(
     kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
 ) -> None:
-    # Long answers (256 tokens each) at a load that fills a batch of 256 far enough to break a
-    # 20 ms TPOT, while prompts are short and nothing queues, so TTFT stays well inside its SLO.
+    # Long answers (256 tokens each) at 12 req/s per replica: a p99 TPOT of about 12 ms against an
+    # 11 ms SLO, while prompts are short and nothing queues, so TTFT stays well inside its SLO. The
+    # SLO is a bucket edge of its own (the operator renders --custom-histogram-buckets and the fleet
+    # exports them), so the breach is counted, not interpolated. More replicas shrink every batch and
+    # with it the step: the operator scales out, and leaves the max batch alone (a smaller cap would
+    # only make requests wait for a slot, and the fleet's size already holds TPOT).
     fleet.set_mix(NAME, DECODE_HEAVY)
     start_serving(
         kube,
         namespace,
         fleet,
-        rate=18,
+        rate=24,
         replicas=2,
         minReplicas=2,
-        maxReplicas=3,
+        maxReplicas=8,
         engine={"maxNumSeqs": 256},
-        slo={"tpotP99Ms": 20},
+        slo={"tpotP99Ms": 11},
         maxBatch={"min": 16, "max": 256, "minChangeIntervalSeconds": 600},
     )
-    # Phase: the operator sees TPOT over its SLO with TTFT fine, and lowers the max batch (after the
-    # fleet has settled for two minutes: the policy does not retune on a fresh fleet).
-    changed = wait_for(
-        "a max-batch change",
-        lambda: events(kube, namespace, "MaxBatchChanged"),
+    scaled = wait_for(
+        "a scale-up for TPOT",
+        lambda: events(kube, namespace, "Scaled"),
         timeout=240,
         interval=1,
         details=lambda: str(status(kube, namespace).get("lastDecision")),
     )
-    message = changed[0]["message"]
-    assert message.startswith("max batch 256→"), message
-    assert "TPOT" in message, message
-    lowered = int(message.split("→")[1].split(":")[0])
-    assert 16 <= lowered < 256
+    assert "TPOT" in scaled[0]["message"], scaled[0]["message"]
     observed = status(kube, namespace).get("observed") or {}
     assert (observed.get("p99TtftMs") or 0) < 500, f"TTFT was fine: {observed}"
-    # Phase: one rolling update carries it: the template has the new flag, a single new ReplicaSet
-    # replaces the old one, and every serving engine ends up restarted with it.
-    assert max_num_seqs_of(kube.get("apps/v1", "Deployment", NAME, namespace)) == lowered
 
-    def rolled() -> bool:
-        dep = kube.get("apps/v1", "Deployment", NAME, namespace) or {}
-        st = dep.get("status") or {}
-        want = (dep.get("spec") or {}).get("replicas")
-        return bool(want) and st.get("updatedReplicas") == want == st.get("readyReplicas") == st.get(
-            "replicas"
-        )
+    def tpot_holds() -> bool:
+        seen = status(kube, namespace).get("observed") or {}
+        return seen.get("p99TpotMs") is not None and seen["p99TpotMs"] <= 11.0
 
-    wait_for("the rollout to finish", rolled, timeout=120, interval=1)
-    replica_sets = [
-        rs for rs in kube.list("apps/v1", "ReplicaSet", namespace)
-        if (rs["metadata"].get("labels") or {}).get("tailguard.dev/inference-service") == NAME
-    ]  # fmt: skip
-    batches = sorted(max_num_seqs_of(rs) or 0 for rs in replica_sets)
-    assert batches == [lowered, 256], f"one rollout from 256 to {lowered}, saw ReplicaSets {batches}"
     wait_for(
-        "engines restarted with the new max batch",
-        lambda: fleet.max_batches(NAME) == {lowered},
-        timeout=60,
-        details=lambda: str(fleet.max_batches(NAME)),
-    )
-    # Phase: no second change inside the declared interval.
-    stays(
-        "a single max-batch change",
-        lambda: len(events(kube, namespace, "MaxBatchChanged")) == 1,
-        duration=3 * INTERVAL_S,
+        "p99 TPOT within its SLO",
+        tpot_holds,
+        timeout=300,
         interval=2,
+        details=lambda: str(status(kube, namespace).get("observed")),
     )
+    assert deployment_replicas(kube, namespace) > 2
+    assert events(kube, namespace, "MaxBatchChanged") == [], "the fleet's size fixed TPOT"
+    assert max_num_seqs_of(kube.get("apps/v1", "Deployment", NAME, namespace)) == 256

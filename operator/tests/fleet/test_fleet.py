@@ -7,6 +7,7 @@ import threading
 import urllib.request
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tailguard.contract.vllm import TTFT_BUCKETS_S
@@ -107,6 +108,26 @@ def test_pod_info_reads_args_and_readiness() -> None:
     }
     assert pod_info(pod) == PodInfo("team-a", "chat-x", "chat", "served", 64, True)
     assert pod_info({"metadata": {"name": "other"}}) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "tpot_has_edge"),
+    [('{"inter_token_latency":[0.01,0.015,0.025,0.05]}', True), ("[0.015]", False)],
+    ids=["the SLO's edge", "a value vLLM refuses: its defaults"],
+)
+def test_pod_info_reads_the_histogram_buckets_the_pod_runs_with(value: str, tpot_has_edge: bool) -> None:
+    pod = {
+        "metadata": {
+            "name": "chat-x",
+            "namespace": "team-a",
+            "labels": {"tailguard.dev/inference-service": "chat"},
+        },
+        "spec": {"containers": [{"args": ["m", "--custom-histogram-buckets", value]}]},
+    }
+    info = pod_info(pod)
+    assert info is not None
+    assert (0.015 in info.tpot_buckets_s) is tpot_has_edge, info.tpot_buckets_s
+    assert info.ttft_buckets_s == TTFT_BUCKETS_S, "a family left out keeps vLLM's defaults"
 
 
 def test_server_serves_metrics_load_and_discovery(tmp_path: Path) -> None:

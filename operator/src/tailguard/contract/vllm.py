@@ -6,6 +6,8 @@ tier checks them against a real server's ``/metrics``.
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 from enum import StrEnum
 from typing import Final
@@ -87,4 +89,27 @@ def slo_bucket_overrides(ttft_slo_s: float, tpot_slo_s: float | None) -> dict[st
     tpot = with_edge(TPOT_BUCKETS_S, tpot_slo_s)
     if tpot != TPOT_BUCKETS_S:
         out[TPOT_BUCKET_FAMILY] = list(tpot)
+    return out
+
+
+def parse_bucket_families(text: str) -> dict[str, tuple[float, ...]]:
+    """The value of :data:`CUSTOM_BUCKETS_FLAG` as vLLM reads it: a JSON object of families, each
+    a strictly increasing list of positive finite bounds. ``ValueError`` says what is wrong."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object of bucket families")
+    out: dict[str, tuple[float, ...]] = {}
+    for family, bounds in value.items():
+        if (
+            not isinstance(bounds, list)
+            or not bounds
+            or not all(isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)
+            or not all(math.isfinite(b) and b > 0 for b in bounds)
+            or any(a >= b for a, b in itertools.pairwise(bounds))
+        ):
+            raise ValueError(f"{family}: bounds must be positive, finite and strictly increasing")
+        out[str(family)] = tuple(float(b) for b in bounds)
     return out

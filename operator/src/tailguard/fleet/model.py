@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tailguard.contract.vllm import TPOT_BUCKETS_S, TTFT_BUCKETS_S
 from tailguard.metrics.results import ServiceKey
 from tailguard.sim.engine import Engine
 from tailguard.sim.exposition import render
@@ -29,6 +30,9 @@ class PodInfo:
     model_name: str
     max_num_seqs: int
     ready: bool
+    #: Bounds of the engine's TTFT and TPOT histograms (``--custom-histogram-buckets``).
+    ttft_buckets_s: tuple[float, ...] = TTFT_BUCKETS_S
+    tpot_buckets_s: tuple[float, ...] = TPOT_BUCKETS_S
 
 
 @dataclass
@@ -80,7 +84,13 @@ class PodFleet:
                 del self._replicas[key]
         for key, pod in wanted.items():
             if key not in self._replicas:
-                engine = Engine(self.profile, max_num_seqs=pod.max_num_seqs, start_time=self._clock)
+                engine = Engine(
+                    self.profile,
+                    max_num_seqs=pod.max_num_seqs,
+                    start_time=self._clock,
+                    ttft_buckets_s=pod.ttft_buckets_s,
+                    tpot_buckets_s=pod.tpot_buckets_s,
+                )
                 self._replicas[key] = _Replica(pod, engine)
 
     def ready_pods(self, namespace: str, service: str) -> list[PodKey]:

@@ -16,6 +16,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tailguard.contract.vllm import (
+    CUSTOM_BUCKETS_FLAG,
+    TPOT_BUCKET_FAMILY,
+    TPOT_BUCKETS_S,
+    TTFT_BUCKET_FAMILY,
+    TTFT_BUCKETS_S,
+    parse_bucket_families,
+)
 from tailguard.fleet.model import PodFleet, PodInfo
 from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL, SERVICE_LABEL
 from tailguard.sim.profiles import get_profile
@@ -45,7 +53,21 @@ def pod_info(pod: dict[str, Any]) -> PodInfo | None:
         model_name=_arg(args, "--served-model-name") or str(service),
         max_num_seqs=int(_arg(args, "--max-num-seqs") or 256),
         ready=ready,
+        **_buckets(_arg(args, CUSTOM_BUCKETS_FLAG)),
     )
+
+
+def _buckets(text: str | None) -> dict[str, tuple[float, ...]]:
+    """The TTFT and TPOT histogram bounds a pod's ``--custom-histogram-buckets`` sets (vLLM's
+    defaults for a family it leaves out, or for a value vLLM would refuse)."""
+    try:
+        families = parse_bucket_families(text) if text else {}
+    except ValueError:
+        families = {}
+    return {
+        "ttft_buckets_s": families.get(TTFT_BUCKET_FAMILY, TTFT_BUCKETS_S),
+        "tpot_buckets_s": families.get(TPOT_BUCKET_FAMILY, TPOT_BUCKETS_S),
+    }
 
 
 class FleetServer:

@@ -39,6 +39,7 @@ from tailguard.contract.vllm import (
     TPOT_BUCKETS_S,
     TTFT_BUCKET_FAMILY,
     TTFT_BUCKETS_S,
+    parse_bucket_families,
 )
 from tailguard.sim.engine import Engine
 from tailguard.sim.exposition import render
@@ -86,26 +87,10 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def _bucket_families(text: str) -> dict[str, tuple[float, ...]]:
-    """The families of ``--custom-histogram-buckets`` as vLLM reads them: each a strictly
-    increasing list of positive finite bounds."""
     try:
-        value = json.loads(text)
+        return parse_bucket_families(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object of bucket families")
-    out: dict[str, tuple[float, ...]] = {}
-    for family, bounds in value.items():
-        if (
-            not isinstance(bounds, list)
-            or not bounds
-            or not all(isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)
-            or not all(math.isfinite(b) and b > 0 for b in bounds)
-            or any(a >= b for a, b in itertools.pairwise(bounds))
-        ):
-            raise argparse.ArgumentTypeError(f"{family}: bounds must be positive and strictly increasing")
-        out[str(family)] = tuple(float(b) for b in bounds)
-    return out
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass
