@@ -113,3 +113,13 @@ def parse_bucket_families(text: str) -> dict[str, tuple[float, ...]]:
             raise ValueError(f"{family}: bounds must be positive, finite and strictly increasing")
         out[str(family)] = tuple(float(b) for b in bounds)
     return out
+
+
+#: Upper bounds of one histogram, ``+Inf`` implied.
+Bounds = tuple[float, ...]
+
+
+def slo_histogram_bounds(families: dict[str, Bounds]) -> tuple[Bounds, Bounds]:
+    """The TTFT and TPOT histogram bounds a set of bucket families gives (vLLM's defaults for a
+    family left out)."""
+    return families.get(TTFT_BUCKET_FAMILY, TTFT_BUCKETS_S), families.get(TPOT_BUCKET_FAMILY, TPOT_BUCKETS_S)

@@ -16,14 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tailguard.contract.vllm import (
-    CUSTOM_BUCKETS_FLAG,
-    TPOT_BUCKET_FAMILY,
-    TPOT_BUCKETS_S,
-    TTFT_BUCKET_FAMILY,
-    TTFT_BUCKETS_S,
-    parse_bucket_families,
-)
+from tailguard.contract.vllm import CUSTOM_BUCKETS_FLAG, parse_bucket_families, slo_histogram_bounds
 from tailguard.fleet.model import PodFleet, PodInfo
 from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL, SERVICE_LABEL
 from tailguard.sim.profiles import get_profile
@@ -64,10 +57,8 @@ def _buckets(text: str | None) -> dict[str, tuple[float, ...]]:
         families = parse_bucket_families(text) if text else {}
     except ValueError:
         families = {}
-    return {
-        "ttft_buckets_s": families.get(TTFT_BUCKET_FAMILY, TTFT_BUCKETS_S),
-        "tpot_buckets_s": families.get(TPOT_BUCKET_FAMILY, TPOT_BUCKETS_S),
-    }
+    ttft, tpot = slo_histogram_bounds(families)
+    return {"ttft_buckets_s": ttft, "tpot_buckets_s": tpot}
 
 
 class FleetServer:

@@ -33,14 +33,7 @@ from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tailguard.contract.vllm import (
-    CUSTOM_BUCKETS_FLAG,
-    TPOT_BUCKET_FAMILY,
-    TPOT_BUCKETS_S,
-    TTFT_BUCKET_FAMILY,
-    TTFT_BUCKETS_S,
-    parse_bucket_families,
-)
+from tailguard.contract.vllm import CUSTOM_BUCKETS_FLAG, parse_bucket_families, slo_histogram_bounds
 from tailguard.sim.engine import Engine
 from tailguard.sim.exposition import render
 from tailguard.sim.profiles import PROFILES, get_profile
@@ -379,13 +372,13 @@ def build(args: argparse.Namespace) -> StandinEngine:
     profile = get_profile(args.standin_profile)
     if args.max_model_len:
         profile = replace(profile, max_model_len=args.max_model_len)
-    buckets = args.custom_buckets
+    ttft_buckets, tpot_buckets = slo_histogram_bounds(args.custom_buckets)
     engine = Engine(
         profile,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
-        ttft_buckets_s=buckets.get(TTFT_BUCKET_FAMILY, TTFT_BUCKETS_S),
-        tpot_buckets_s=buckets.get(TPOT_BUCKET_FAMILY, TPOT_BUCKETS_S),
+        ttft_buckets_s=ttft_buckets,
+        tpot_buckets_s=tpot_buckets,
     )
     return StandinEngine(engine)
 
