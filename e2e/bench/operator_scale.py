@@ -10,6 +10,7 @@ control-cycle time, Prometheus queries per cycle, and the process's resident mem
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -220,7 +221,13 @@ def main() -> int:
         time.sleep(args.settle_s)
         before = scrape(metrics_url)
         cpu_before, load_before = cpu_seconds(operator.pid), os.getloadavg()[0]
-        time.sleep(args.measure_s)
+        # The writes are made in the background: their queue is sampled while measuring.
+        depths: list[float] = []
+        measured_until = time.monotonic() + args.measure_s
+        while (left := measured_until - time.monotonic()) > 0:
+            time.sleep(min(5.0, left))
+            with contextlib.suppress(OSError):
+                depths.append(total(scrape(metrics_url), "tailguard_write_queue_depth"))
         after = scrape(metrics_url)
         cpu = cpu_seconds(operator.pid) - cpu_before
         load = (load_before + os.getloadavg()[0]) / 2
@@ -238,6 +245,18 @@ def main() -> int:
             key = f'tailguard_loop_phase_seconds_{part}{{phase="{name}"}}'
             return after.get(key, 0.0) - before.get(key, 0.0)
 
+        def write_latency(priority: str) -> float | None:
+            """Mean seconds from queued to landed of the writes of ``priority`` that landed."""
+
+            def part(name: str) -> float:
+                key = f'tailguard_write_latency_seconds_{name}{{priority="{priority}"}}'
+                return after.get(key, 0.0) - before.get(key, 0.0)
+
+            return round(part("sum") / part("count"), 3) if part("count") else None
+
+        def delta(prefix: str) -> float:
+            return total(after, prefix) - total(before, prefix)
+
         result = {
             "services": args.services,
             "measured_s": args.measure_s,
@@ -249,7 +268,15 @@ def main() -> int:
             "writes_per_service_per_minute": round(writes / args.services / (args.measure_s / 60), 3),
             "mean_cycle_s": seconds / cycles if cycles else None,
             "mean_read_s": phase("read", "sum") / cycles if cycles else None,
-            "mean_act_s": phase("act", "sum") / cycles if cycles else None,
+            "mean_decide_s": phase("decide", "sum") / cycles if cycles else None,
+            # The background writes: services with a write queued (sampled every 5 s), the wait
+            # from queued to landed by priority, decisions put off behind a write in flight, and
+            # queued writes replaced by a newer one.
+            "write_queue_depth_mean": round(sum(depths) / len(depths), 1) if depths else None,
+            "write_queue_depth_max": max(depths) if depths else None,
+            "write_latency_s": {p: write_latency(p) for p in ("act", "status", "refresh")},
+            "decisions_deferred": delta("tailguard_decisions_deferred_total"),
+            "writes_coalesced": delta("tailguard_writes_coalesced_total"),
             # The operator's own CPU (every thread: kopf's watches, the loop, /metrics) per cycle,
             # and its share of one core: what the cycle costs apart from waiting for a core.
             "cpu_per_cycle_s": round(cpu / cycles, 3) if cycles else None,

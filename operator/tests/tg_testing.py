@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tailguard.reconcile.loop import ControlLoop, CycleReport
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,6 +21,17 @@ def manifest(**spec: Any) -> dict[str, Any]:
         "metadata": {"name": "chat", "namespace": "team-a", "uid": "uid-1", "generation": 1},
         "spec": {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, **spec},
     }
+
+
+def run_cycle(loop: ControlLoop, now: float) -> CycleReport:
+    """One control cycle, then every write it queued, landed (the report counts them)."""
+
+    async def cycle() -> CycleReport:
+        report = await loop.run_once(now)
+        await loop.flush()
+        return report
+
+    return asyncio.run(cycle())
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from tailguard.k8s.cluster import FakeCluster
@@ -14,7 +13,7 @@ from tailguard.reconcile.loop import ControlLoop
 from tailguard.reconcile.service import reconcile
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
-from tg_testing import manifest
+from tg_testing import manifest, run_cycle
 
 from .test_loop import NOW, answers, load
 
@@ -114,7 +113,7 @@ class _Operator:
         )
 
     def run(self, now: float) -> None:
-        asyncio.run(self.loop.run_once(now))
+        run_cycle(self.loop, now)
 
 
 def test_the_periodic_resync_does_not_reapply_the_default_image() -> None:

@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
 from typing import Any
 
 import pytest
 
 from tailguard.contract.vllm import TTFT_BUCKETS_S
-from tailguard.k8s.cluster import FakeCluster
+from tailguard.k8s.cluster import ConflictError, FakeCluster
 from tailguard.k8s.render import RenderSettings
 from tailguard.metrics.prometheus import FakePrometheus
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError
 from tailguard.reconcile.inventory import Inventory
-from tailguard.reconcile.loop import ControlLoop
+from tailguard.reconcile.loop import WRITERS, ControlLoop
 from tailguard.reconcile.service import reconcile
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
-from tg_testing import manifest
+from tailguard.reconcile.timestamps import iso
+from tailguard.reconcile.writes import Priority, Write
+from tg_testing import manifest, run_cycle
 
 SCOPE = QueryScope()
 QUERIES = all_queries(SCOPE)
 NOW = 1_800_000_000.0
+ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
 
 
 def _series(ns: str, svc: str, value: float, le: str | None = None) -> dict[str, Any]:
@@ -74,19 +78,23 @@ def _ready_pod(name: str, svc: str = "chat") -> dict[str, Any]:
 
 
 class Harness:
-    def __init__(self, prometheus: FakePrometheus) -> None:
-        self.cluster = FakeCluster()
+    def __init__(
+        self, prometheus: FakePrometheus, *, cluster: FakeCluster | None = None, writers: int = WRITERS
+    ) -> None:
+        self.cluster = cluster or FakeCluster()
         self.inventory = Inventory()
         self.events: list[tuple[str, EventNote]] = []
         self.prometheus = prometheus
+        self.telemetry = Telemetry()
         self.loop = ControlLoop(
             inventory=self.inventory,
             cluster=self.cluster,
             prometheus=prometheus,
             scope=SCOPE,
-            telemetry=Telemetry(),
+            telemetry=self.telemetry,
             post_event=lambda ns, name, note: self.events.append((name, note)),
             render=RenderSettings(),
+            workers=writers,
         )
 
     def add(self, name: str = "chat", *, ready: int = 1, **spec: Any) -> None:
@@ -123,7 +131,7 @@ class Harness:
         self.inventory.put_service(body)
 
     def run(self, now: float = NOW) -> Any:
-        return asyncio.run(self.loop.run_once(now))
+        return run_cycle(self.loop, now)
 
     def deployment_replicas(self, name: str = "chat") -> int:
         dep = self.cluster.get("apps/v1", "Deployment", "team-a", name)
@@ -511,3 +519,262 @@ def test_a_race_with_a_deletion_is_no_failure(exc: Exception, gone: bool) -> Non
     from tailguard.reconcile.loop import _gone
 
     assert _gone(exc) is gone
+
+
+class GatedCluster(FakeCluster):
+    """An API server that answers writes only once the test opens the gate (open at first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        #: Set when a write has reached the cluster (and waits at the gate if it is closed).
+        self.reached = threading.Event()
+
+    def close(self) -> None:
+        """Writes from now on wait for the gate; ``reached`` tells when the first one arrives."""
+        self.reached.clear()
+        self.gate.clear()
+
+    def _wait(self) -> None:
+        self.reached.set()
+        assert self.gate.wait(10), "the gate was never opened"
+
+    def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        self._wait()
+        return super().apply(manifest)
+
+    def patch_status(self, *args: Any, **kwargs: Any) -> None:
+        self._wait()
+        super().patch_status(*args, **kwargs)
+
+    def patch_metadata(self, *args: Any, **kwargs: Any) -> None:
+        self._wait()
+        super().patch_metadata(*args, **kwargs)
+
+
+def _hot(svc: str = "chat", at: float = NOW) -> dict[Signal, list[dict[str, Any]]]:
+    return _sampled(load("team-a", svc, rate=40, slow_share=0.2, running=250, waiting=60, pods=1), at)
+
+
+def _quiet(svc: str = "chat", at: float = NOW) -> dict[Signal, list[dict[str, Any]]]:
+    return _sampled(load("team-a", svc, rate=2, slow_share=0.0, running=3, waiting=0, pods=1), at)
+
+
+def _sampled(answers: dict[Signal, list[dict[str, Any]]], at: float) -> dict[Signal, list[dict[str, Any]]]:
+    """The same answers, with the newest sample 5 s before ``at`` (fresh at ``at``)."""
+    return {
+        **answers,
+        Signal.LAST_SAMPLE: [{**s, "value": [at, str(at - 5)]} for s in answers[Signal.LAST_SAMPLE]],
+    }
+
+
+async def _reached(cluster: GatedCluster) -> None:
+    assert await asyncio.to_thread(cluster.reached.wait, 5), "no write reached the cluster"
+
+
+def _sample(harness: Harness, name: str, **labels: str) -> float:
+    value = harness.telemetry.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+class _Blocker:
+    """A write (for a service of its own unless told) that holds a writer until released."""
+
+    def __init__(self, harness: Harness, name: str = "blocker") -> None:
+        self.release = threading.Event()
+        self.started = threading.Event()
+        harness.loop.writes.submit(Write(("team-a", name), Priority.ACT, self._run, lambda outcome: None))
+
+    def _run(self) -> int:
+        self.started.set()
+        assert self.release.wait(10), "the blocker was never released"
+        return 0
+
+    async def running(self) -> None:
+        assert await asyncio.to_thread(self.started.wait, 5), "the blocker never started"
+
+
+async def test_the_cycle_returns_before_its_writes_land() -> None:
+    cluster = GatedCluster()
+    harness = Harness(FakePrometheus(answers(_hot())), cluster=cluster)
+    harness.add(autoscaling={"maxReplicas": 8})
+    cluster.close()  # the API server is slow from now on
+    report = await asyncio.wait_for(harness.loop.run_once(NOW), timeout=5)
+    assert (report.decided, report.queued, report.writes) == (1, 1, 0)
+    await _reached(cluster)
+    assert _sample(harness, "tailguard_writes_in_flight") == 1
+    assert harness.deployment_replicas() == 1
+    assert "lastDecision" not in harness.status()
+    cluster.gate.set()
+    await harness.loop.flush()
+    assert report.writes >= 3, "status, policy state and Deployment, counted as they landed"
+    assert harness.deployment_replicas() > 1
+    assert [note.reason for _, note in harness.events] == ["Scaled"]
+    assert _sample(harness, "tailguard_writes_in_flight") == 0
+    assert _sample(harness, "tailguard_write_latency_seconds_count", priority="act") == 1
+
+
+async def test_a_service_whose_write_has_not_landed_is_not_decided_again() -> None:
+    from tailguard import policy
+
+    decided: list[float] = []
+    decide = policy.decide
+
+    def counting(config: policy.PolicyConfig, state: Any, obs: Any, now: float) -> Any:
+        decided.append(now)
+        return decide(config, state, obs, now)
+
+    cluster = GatedCluster()
+    harness = Harness(FakePrometheus(answers(_hot())), cluster=cluster)
+    harness.add(autoscaling={"maxReplicas": 8})
+    cluster.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(policy, "decide", counting)
+        await harness.loop.run_once(NOW)
+        await _reached(cluster)
+        later = await harness.loop.run_once(NOW + 15)
+        assert (later.decided, later.deferred) == (0, 1), "its record is stale until the write lands"
+        assert _sample(harness, "tailguard_decisions_deferred_total") == 1
+        cluster.gate.set()
+        await harness.loop.flush()
+        harness.refresh()
+        again = await harness.loop.run_once(NOW + 16)
+        await harness.loop.flush()
+    assert again.decided == 1, "due again at the next tick once the write landed"
+    assert decided == [NOW, NOW + 16]
+    assert len([n for _, n in harness.events if n.reason == "Scaled"]) == 1
+
+
+async def test_acting_writes_go_before_periodic_refreshes() -> None:
+    fake = FakePrometheus(answers(_quiet("quiet"), _quiet("hot")))
+    harness = Harness(fake, writers=1)
+    harness.add("quiet", autoscaling={"maxReplicas": 8})
+    harness.add("hot", autoscaling={"maxReplicas": 8})
+    await harness.loop.run_once(NOW)
+    await harness.loop.flush()
+    harness.refresh("quiet")
+    harness.refresh("hot")
+    harness.cluster.status_patches.clear()
+    fake.answers = answers(_quiet("quiet", NOW + 90), _hot("hot", NOW + 90))
+    blocker = _Blocker(harness)
+    await blocker.running()
+    # A minute and a half on, the quiet service's figures are due their refresh; the hot one scales.
+    report = await harness.loop.run_once(NOW + 90)
+    assert report.queued == 2
+    quiet, hot = (
+        harness.loop.writes.queued(("team-a", "quiet")),
+        harness.loop.writes.queued(("team-a", "hot")),
+    )
+    assert quiet is not None
+    assert hot is not None
+    assert (quiet.priority, hot.priority) == (Priority.REFRESH, Priority.ACT)
+    assert _sample(harness, "tailguard_write_queue_depth", priority="refresh") == 1
+    blocker.release.set()
+    await harness.loop.flush()
+    assert [name for _, name, _ in harness.cluster.status_patches] == ["hot", "quiet"]
+    assert harness.deployment_replicas("hot") > 1
+
+
+async def test_a_refresh_still_queued_is_replaced_by_the_next_decision() -> None:
+    fake = FakePrometheus(answers(_quiet()))
+    harness = Harness(fake, writers=1)
+    harness.add(autoscaling={"maxReplicas": 8})
+    await harness.loop.run_once(NOW)
+    await harness.loop.flush()
+    harness.refresh()
+    harness.cluster.status_patches.clear()
+    blocker = _Blocker(harness)
+    await blocker.running()
+    fake.answers = answers(_quiet(at=NOW + 90))
+    first = await harness.loop.run_once(NOW + 90)
+    assert (first.decided, first.queued, first.backlog) == (1, 1, 1)
+    queued = harness.loop.writes.queued(("team-a", "chat"))
+    assert queued is not None
+    assert queued.priority is Priority.REFRESH
+    fake.answers = answers(_quiet(at=NOW + 105))
+    second = await harness.loop.run_once(NOW + 105)
+    assert (second.decided, second.coalesced, second.backlog) == (1, 1, 1), "one write queued per service"
+    blocker.release.set()
+    await harness.loop.flush()
+    assert len(harness.cluster.status_patches) == 1, "the replaced refresh is never written"
+    assert harness.status()["lastDecision"]["time"] == iso(NOW + 105), "the latest wins"
+    assert (first.writes, second.writes) == (0, 1)
+    assert _sample(harness, "tailguard_writes_coalesced_total") == 1
+
+
+async def test_shutdown_lands_the_acting_writes_still_queued() -> None:
+    fake = FakePrometheus(answers(_hot("a"), _hot("b")))
+    cluster = GatedCluster()
+    harness = Harness(fake, cluster=cluster, writers=1)
+    harness.add("a", autoscaling={"maxReplicas": 8})
+    harness.add("b", autoscaling={"maxReplicas": 8})
+    harness.loop.clock = lambda: NOW
+    cluster.close()
+    stop = asyncio.Event()
+    running = asyncio.ensure_future(harness.loop.run_forever(stop))
+    await _reached(cluster)  # one service's write is in flight, the other's queued behind it
+    assert harness.loop.writes.depth == 1
+    stop.set()
+    asyncio.get_running_loop().call_later(0.2, cluster.gate.set)  # the API server answers late
+    await asyncio.wait_for(running, timeout=10)
+    assert min(harness.deployment_replicas("a"), harness.deployment_replicas("b")) > 1
+    assert sorted(name for name, n in harness.events if n.reason == "Scaled") == ["a", "b"]
+
+
+def test_a_resync_whose_status_write_conflicts_still_posts_the_events_of_its_writes() -> None:
+    harness = Harness(FakePrometheus())
+    harness.add(autoscaling={"mode": "Manual"})
+    deployment = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert deployment is not None
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:latest"
+    harness.cluster.add(deployment)
+    harness.inventory.put_deployment(deployment)  # the watch saw the hand edit: resynced at once
+    # Status was written meanwhile by someone else: the inventory's copy is older than the object.
+    harness.cluster.patch_status(ISVC[0], ISVC[1], "team-a", "chat", {"ready": "0/1"})
+    harness.cluster.status_patches.clear()
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    body = copy.deepcopy(view.body)
+    body["metadata"]["resourceVersion"] = "0"
+    body["status"]["readyReplicas"] = 7  # a figure the resync's status patch corrects
+    harness.inventory.put_service(body)
+    conflicts: list[str] = []
+    patch_status = harness.cluster.patch_status
+
+    def watched(*args: Any, **kwargs: Any) -> None:
+        try:
+            patch_status(*args, **kwargs)
+        except ConflictError as exc:
+            conflicts.append(str(exc))
+            raise
+
+    harness.cluster.patch_status = watched  # type: ignore[method-assign]
+    report = harness.run(NOW + 1)
+    assert len(conflicts) == 1, "the resync reached its status write, and it conflicted"
+    assert harness.cluster.status_patches == []
+    live = harness.cluster.get("apps/v1", "Deployment", "team-a", "chat")
+    assert live is not None
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"].startswith("vllm/vllm-openai:")
+    assert [note.reason for _, note in harness.events] == ["Updated"], "the revert is still told"
+    assert report.writes == 1
+
+
+async def test_a_decision_put_off_by_a_second_uses_the_reading_of_its_tick() -> None:
+    fake = FakePrometheus(answers(_quiet("a"), _quiet("b")))
+    harness = Harness(fake)
+    harness.add("a")
+    harness.add("b")
+    await harness.loop.run_once(NOW)
+    await harness.loop.flush()
+    writing = _Blocker(harness, "a")  # a's write has not landed when its next decision is due
+    await writing.running()
+    fake.answers = answers(_quiet("a", NOW + 15), _quiet("b", NOW + 15))
+    due = await harness.loop.run_once(NOW + 15)
+    assert (due.decided, due.deferred, due.queries) == (1, 1, len(Signal))
+    writing.release.set()
+    await harness.loop.flush()
+    late = await harness.loop.run_once(NOW + 16)
+    await harness.loop.flush()
+    assert (late.decided, late.queries) == (1, 0), "decided on the reading of NOW + 15, not a new one"
+    assert len(fake.queries) == 2 * len(Signal)

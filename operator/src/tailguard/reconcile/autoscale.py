@@ -63,6 +63,9 @@ class AutoscaleResult:
     events: list[EventNote] = field(default_factory=list)
     apply: bool = False
     persist_state: bool = False
+    #: The status patch says something new (the decision, a condition, a figure quoted that moved),
+    #: rather than only refreshing the observed figures on their periodic turn.
+    news: bool = False
 
     @property
     def state_json(self) -> str:
@@ -177,7 +180,8 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     previous = (last.replicas, last.max_num_seqs, last.reason, last.applied) if last else None
     observed_due = _refresh_due(isvc, status.observed.time if status.observed else None, inp.now)
     reason_moved = figures_moved(last.message if last else None, decision.reason)
-    if summary != previous or observed_due or act or reason_moved:
+    result.news = summary != previous or act or reason_moved
+    if result.news or observed_due:
         patch["lastDecision"] = _last_decision(decision, applied=act, now=inp.now)
         patch["observed"] = observed_status(inp.figures, now=inp.now)
         advice_changed = previous is None or (previous[0], previous[1]) != summary[:2]
@@ -204,7 +208,9 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     ]
     merged = merge_conditions(inp.conditions, updates, now=inp.now, generation=isvc.metadata.generation)
     # Messages quote live figures: rewritten when they move materially, or with the observed block.
-    if conditions_moved(inp.conditions, merged) or ("observed" in patch and merged != inp.conditions):
+    moved = conditions_moved(inp.conditions, merged)
+    result.news = result.news or moved
+    if moved or ("observed" in patch and merged != inp.conditions):
         patch["conditions"] = merged
         result.events.extend(_transition_events(inp.conditions, updates))
     result.status_patch = patch

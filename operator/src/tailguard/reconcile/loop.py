@@ -1,9 +1,11 @@
-"""The control loop: every cycle, read Prometheus once for all services, then decide and act per service.
+"""The control loop: every cycle, read Prometheus once for all services, then decide per service.
 
 Reads come from Prometheus (one query per signal) and from the :class:`Inventory` (watch-fed), so a
 cycle's cost in API calls is the writes it makes. Decisions are computed on the event loop, a slice
-at a time so kopf's handlers keep running; only the blocking API writes go to worker threads, and
-only for services that have something to write.
+at a time so kopf's handlers keep running. What they have to write is queued to the background
+writers of :mod:`tailguard.reconcile.writes` (blocking API calls, in threads): a cycle does not wait
+for the API server, so its length does not grow with the writes, and a service whose last write has
+not landed is not decided again until it has (its record would be stale).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tailguard.api import (
@@ -43,6 +44,7 @@ from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 from tailguard.reconcile.timestamps import Clock, in_turn
 from tailguard.reconcile.workload import observe_workload
+from tailguard.reconcile.writes import Priority, Write, WriteQueue
 
 log = logging.getLogger(__name__)
 
@@ -54,20 +56,36 @@ STATE_PERSIST_INTERVAL_S = 300.0
 RESYNC_INTERVAL_S = 30.0
 #: Decisions computed between two yields to the event loop (kopf's watches share it).
 DECISIONS_PER_SLICE = 25
-#: API writes in flight at once. A cycle's writes take about (writes ÷ this) round trips: on a busy
-#: machine a round trip is mostly waiting for the API server (and etcd) to be scheduled, not CPU,
-#: so more in flight means a shorter cycle (at 500 services, 16 took 2 s for some 160 writes).
+#: Services written for at once. On a busy machine a round trip is mostly waiting for the API server
+#: (and etcd) to be scheduled, not CPU, so several in flight go through faster than one at a time;
+#: the bound keeps the loop from flooding the API server that kopf's handlers share.
 WRITERS = 32
+#: At shutdown: how long status writes still queued may take to land, and then acting writes
+#: (Deployments, Events) and those already in flight. Queued refreshes are dropped at once.
+SHUTDOWN_GRACE_S = 5.0
+ACTING_SHUTDOWN_GRACE_S = 20.0
 
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
 
 @dataclass
 class CycleReport:
-    """What one cycle did (for tests, logs and the benchmark)."""
+    """What one cycle did (for tests, logs and the benchmark).
+
+    The cycle returns once its writes are queued; ``writes`` and ``errors`` keep counting as they
+    land (``ControlLoop.flush`` waits for that).
+    """
 
     services: int = 0
     decided: int = 0
+    #: Due services not decided because their previous write had not landed (due again next tick).
+    deferred: int = 0
+    #: Services with a write queued by this cycle (a decision's or a resync's).
+    queued: int = 0
+    #: Of those, how many replaced a write still queued for the same service.
+    coalesced: int = 0
+    #: Writes queued and not started when the cycle ended (this cycle's and earlier ones').
+    backlog: int = 0
     writes: int = 0
     queries: int = 0
     query_errors: int = 0
@@ -94,6 +112,9 @@ class ServiceRecord:
     #: The body a status write conflicted on: no decision until the watch delivers a newer one
     #: (deciding again from the same copy would only conflict again).
     conflicted_on: Manifest | None = None
+    #: Its decision was put off (its previous write had not landed): when it is decided, the
+    #: reading of the tick it was due at serves, if there was one.
+    deferred: bool = False
 
     def spec(self, body: Manifest) -> InferenceService | None:
         """The parsed spec of ``body`` (None when invalid), parsed once per version of the body."""
@@ -142,6 +163,17 @@ class PendingWrites:
         r = self.result
         return not (r.status_patch or r.apply or r.events or self.persist_state)
 
+    @property
+    def priority(self) -> Priority:
+        """Acting first (a Deployment to change, Events to post), then news in status and the
+        policy state after an action or at the first decision, then the periodic refreshes."""
+        r = self.result
+        if r.apply or r.events:
+            return Priority.ACT
+        if (r.status_patch and r.news) or r.persist_state:
+            return Priority.STATUS
+        return Priority.REFRESH
+
 
 class ControlLoop:
     """Decides and acts for every InferenceService on its own cadence."""
@@ -170,12 +202,14 @@ class ControlLoop:
         self.render = render
         self.clock = clock
         self.tick_s = tick_s
-        self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tailguard-step")
+        self.writes: WriteQueue[PendingWrites] = WriteQueue(telemetry, writers=workers)
         self._records: dict[ServiceKey, ServiceRecord] = {}
+        #: The last Prometheus reading (reused only for decisions put off from its tick).
+        self._reading: MetricsReading | None = None
 
     async def run_once(self, now: float | None = None) -> CycleReport:
         """One tick: resync what is due for it, and if any service is due for a decision, read
-        Prometheus once and decide for each due service. Independent steps run side by side."""
+        Prometheus once and decide for each due service. Returns once the writes are queued."""
         started = time.perf_counter()
         now = self.clock() if now is None else now
         report = CycleReport()
@@ -183,7 +217,7 @@ class ControlLoop:
         resync: list[ServiceKey] = []
         keys = self.inventory.keys()
         # Pods or a Deployment that changed are reflected in status at the next tick, not the next
-        # periodic resync; a service deciding this tick keeps its mark for the next one.
+        # periodic resync; a service deciding this tick, or still writing, keeps its mark.
         changed = self.inventory.take_changed()
         self.telemetry.services.set(len(keys))
         for key in keys:
@@ -194,54 +228,53 @@ class ControlLoop:
             if record is None:
                 record = self._records[key] = ServiceRecord(resynced_at=now)
             if record.due(view.body, now):
-                due.append(key)
+                if self._must_wait(key):
+                    record.deferred = True
+                    report.deferred += 1
+                else:
+                    due.append(key)
             elif key in changed or now - record.resynced_at >= RESYNC_INTERVAL_S:
+                if self.writes.busy(key):
+                    continue  # its write lands first; resynced at a later tick
                 resync.append(key)  # not in the same tick as a decision: both write status
                 changed.discard(key)
         self.inventory.mark_changed(changed & set(keys))
         self._forget_gone(set(keys))
         report.services = len(keys)
         if not due and not resync:
+            self._finish(report)
             return report
         metrics: MetricsReading | None = None
         if due:
-            metrics = await read_metrics(self.prometheus, self.scope, at=now)
-            report.queries = len(all_queries(self.scope))
-            report.query_errors = len(metrics.errors)
-            for signal in all_queries(self.scope):
-                self.telemetry.queries.labels(signal.value).inc()
-            for signal in metrics.errors:
-                self.telemetry.query_errors.labels(signal.value).inc()
+            metrics = self._reading_for(due, now)
+            if metrics is None:
+                metrics = self._reading = await read_metrics(self.prometheus, self.scope, at=now)
+                report.queries = len(all_queries(self.scope))
+                report.query_errors = len(metrics.errors)
+                for signal in all_queries(self.scope):
+                    self.telemetry.queries.labels(signal.value).inc()
+                for signal in metrics.errors:
+                    self.telemetry.query_errors.labels(signal.value).inc()
         read_done = time.perf_counter()
-        running = asyncio.get_running_loop()
-
-        async def guarded(key: ServiceKey, work: Callable[[], int]) -> None:
-            try:
-                written = await running.run_in_executor(self._workers, work)
-                report.writes += written  # not `+= await`: that reads the total before awaiting
-                self.telemetry.writes.inc(written)
-            except Exception as exc:  # one service's failure must not stop the others
-                if _gone(exc):
-                    # Deleted (or its namespace terminating) while the step ran: nothing to do.
-                    log.debug("control step for %s/%s: the service is gone (%s)", *key, exc)
-                    return
-                log.exception("control step for %s/%s failed", *key)
-                report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
-
-        # Each write starts as soon as its decision is made, and the resyncs (other services) at
-        # once: the API server's round trips overlap the decisions still being computed instead of
-        # all waiting for the last one.
-        writes: list[asyncio.Task[None]] = [
-            asyncio.ensure_future(guarded(key, functools.partial(self._resync, key, now))) for key in resync
-        ]
+        for key in resync:
+            if not self.writes.busy(key):  # a write for it may have been queued while reading
+                self._queue(report, key, Priority.STATUS, functools.partial(self._resync, key, now))
         for index, key in enumerate(due):
-            self._records[key].decided_at = now
             if metrics is None:
                 continue
             if index and index % DECISIONS_PER_SLICE == 0:
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # writers may have started queued writes meanwhile
+            record = self._records[key]
+            if self._must_wait(key):
+                record.deferred = True
+                report.deferred += 1
+                continue
+            record.decided_at = now
+            record.deferred = False
+            queued = self.writes.queued(key)
+            prior = queued.source if queued is not None else None
             try:
-                pending = self._decide(key, metrics, now)
+                pending = self._decide(key, metrics, now, prior)
             except Exception as exc:  # one service's failure must not stop the others
                 log.exception("decision for %s/%s failed", *key)
                 report.errors.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
@@ -250,24 +283,89 @@ class ControlLoop:
             if pending is None:
                 continue
             if pending.empty:
+                # Nothing to write, not even what was queued from the same copy: it is all said.
+                self.writes.cancel(key)
                 self._records[key].state = pending.result.state
-            else:
-                writes.append(
-                    asyncio.ensure_future(guarded(key, functools.partial(self._write, pending, now)))
-                )
-        await asyncio.gather(*writes)
+                continue
+            priority = pending.priority
+            self._queue(
+                report,
+                key,
+                priority,
+                functools.partial(self._write, pending, now),
+                source=pending if priority is not Priority.ACT else None,
+            )
         finished = time.perf_counter()
         report.duration_s = finished - started
         if due:
             self.telemetry.loop_duration.observe(report.duration_s)
             self.telemetry.loop_phase.labels("read").observe(read_done - started)
-            self.telemetry.loop_phase.labels("act").observe(finished - read_done)
+            self.telemetry.loop_phase.labels("decide").observe(finished - read_done)
+        self._finish(report)
         if report.duration_s > 5.0:
             log.warning(
-                "slow cycle: %.1f s (Prometheus %.1f s) for %d decisions and %d resyncs, %d writes",
-                report.duration_s, read_done - started, len(due), len(resync), report.writes,
+                "slow cycle: %.1f s (Prometheus %.1f s) for %d decisions and %d resyncs; %d writes queued",
+                report.duration_s, read_done - started, len(due), len(resync), report.backlog,
             )  # fmt: skip
         return report
+
+    def _reading_for(self, due: list[ServiceKey], now: float) -> MetricsReading | None:
+        """The last reading, when every due service is one put off from an earlier tick and that
+        reading is younger than their interval (it is the reading of the tick they were due at):
+        a write that lands a second late must not cost a new reading of every service. None: a
+        new reading is needed."""
+        reading = self._reading
+        if reading is None:
+            return None
+        records = [self._records[key] for key in due]
+        if not all(r.deferred and r.isvc is not None for r in records):
+            return None
+        shortest = min(r.isvc.spec.autoscaling.interval_seconds for r in records if r.isvc is not None)
+        return reading if now - reading.at < shortest else None
+
+    async def flush(self) -> None:
+        """Wait until every write queued so far has landed."""
+        await self.writes.flush()
+
+    def _must_wait(self, key: ServiceKey) -> bool:
+        """Whether ``key`` cannot be decided now: its write is in flight, or queued and not to be
+        replaced (an acting write, or a resync's)."""
+        if self.writes.in_flight(key):
+            return True
+        queued = self.writes.queued(key)
+        return queued is not None and queued.source is None
+
+    def _queue(
+        self,
+        report: CycleReport,
+        key: ServiceKey,
+        priority: Priority,
+        work: Callable[[], int],
+        *,
+        source: PendingWrites | None = None,
+    ) -> None:
+        landed = functools.partial(self._landed, report, key)
+        report.queued += 1
+        if self.writes.submit(Write(key, priority, work, landed, source)):
+            report.coalesced += 1
+
+    def _landed(self, report: CycleReport, key: ServiceKey, outcome: int | Exception) -> None:
+        """Account for one service's write in the report of the cycle that queued it."""
+        if isinstance(outcome, Exception):
+            if _gone(outcome):
+                # Deleted (or its namespace terminating) meanwhile: nothing to do.
+                log.debug("write for %s/%s: the service is gone (%s)", *key, outcome)
+                return
+            log.error("write for %s/%s failed", *key, exc_info=outcome)
+            report.errors.append(f"{key[0]}/{key[1]}: {type(outcome).__name__}: {outcome}")
+            return
+        report.writes += outcome
+        self.telemetry.writes.inc(outcome)
+
+    def _finish(self, report: CycleReport) -> None:
+        report.backlog = self.writes.depth
+        if report.deferred:
+            self.telemetry.decisions_deferred.inc(report.deferred)
 
     def _forget_gone(self, present: set[ServiceKey]) -> None:
         for gone in set(self._records) - present:
@@ -299,8 +397,12 @@ class ControlLoop:
             self.post_event(key[0], key[1], note)
         return int(bool(result.status_patch)) + len(result.events)
 
-    def _decide(self, key: ServiceKey, metrics: MetricsReading, now: float) -> PendingWrites | None:
-        """Compute one service's decision and what it needs written; no I/O."""
+    def _decide(
+        self, key: ServiceKey, metrics: MetricsReading, now: float, prior: PendingWrites | None = None
+    ) -> PendingWrites | None:
+        """Compute one service's decision and what it needs written; no I/O. ``prior``: the decision
+        whose writes are still queued for it, which this one replaces (its state is the one to go on
+        from, and its policy state is written if it was to be)."""
         view = self.inventory.view(key)
         record = self._records.get(key)
         if view is None or record is None:  # deleted while the cycle ran
@@ -311,7 +413,7 @@ class ControlLoop:
         ttft_slo_s, tpot_slo_s = slo_seconds(isvc)
         figures = figures_for(metrics, key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
         workload = observe_workload(view.deployment, list(view.pods.values()))
-        state = record.state
+        state = prior.result.state if prior is not None else record.state
         if state is None:
             stored = isvc.metadata.annotations.get(POLICY_STATE_ANNOTATION)
             state = PolicyState.from_json(stored) if stored else None
@@ -340,6 +442,7 @@ class ControlLoop:
         since_persisted = now - record.persisted_at
         persist = (
             result.persist_state
+            or (prior is not None and prior.persist_state)
             or since_persisted >= STATE_PERSIST_INTERVAL_S + interval_s
             or (
                 since_persisted >= STATE_PERSIST_INTERVAL_S / 2
@@ -394,16 +497,21 @@ class ControlLoop:
         return writes
 
     async def run_forever(self, stop: asyncio.Event) -> None:
-        """Tick until ``stop`` is set; a failing cycle is logged and the next one runs."""
-        while not stop.is_set():
-            try:
-                report = await self.run_once()
-                if report.errors:
-                    log.warning("cycle finished with %d errors", len(report.errors))
-            except Exception:
-                log.exception("control cycle failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.tick_s)
+        """Tick until ``stop`` is set; a failing cycle is logged and the next one runs. Then the
+        writes still queued are given a moment to land, acting writes first (see
+        :meth:`WriteQueue.close`)."""
+        try:
+            while not stop.is_set():
+                try:
+                    report = await self.run_once()
+                    if report.errors:
+                        log.warning("cycle finished with %d errors", len(report.errors))
+                except Exception:
+                    log.exception("control cycle failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.tick_s)
+        finally:
+            await self.writes.close(SHUTDOWN_GRACE_S, ACTING_SHUTDOWN_GRACE_S)
 
 
 def _gone(exc: BaseException) -> bool:

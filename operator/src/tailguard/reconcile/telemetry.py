@@ -16,6 +16,8 @@ from tailguard.reconcile.workload import Workload
 
 SERVICE_LABELS = ("namespace", "inference_service")
 _LOOP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+#: A refresh may wait out a backlog of more urgent writes for a minute or more.
+_WRITE_BUCKETS = (*_LOOP_BUCKETS, 60.0, 120.0, 300.0)
 
 #: The per-service gauges: attribute, metric name, help.
 SERVICE_GAUGES: tuple[tuple[str, str, str], ...] = (
@@ -47,13 +49,14 @@ class Telemetry:
         )
         self.loop_duration = Histogram(
             "tailguard_loop_duration_seconds",
-            "Time one control cycle took: every query, decision and write.",
+            "Time one control cycle took: the Prometheus reading and every decision, up to queuing "
+            "their writes (made in the background: tailguard_write_latency_seconds).",
             buckets=_LOOP_BUCKETS,
             registry=r,
         )
         self.loop_phase = Histogram(
             "tailguard_loop_phase_seconds",
-            "Time of each phase of a control cycle: read (Prometheus) and act (decide and write).",
+            "Time of each phase of a control cycle: read (Prometheus) and decide (decisions, writes queued).",
             ["phase"],
             buckets=_LOOP_BUCKETS,
             registry=r,
@@ -73,6 +76,34 @@ class Telemetry:
         self.writes = Counter(
             "tailguard_api_writes",
             "Writes the control loop made to the API server: status, policy state, Deployments, Events.",
+            registry=r,
+        )
+        self.write_queue_depth = Gauge(
+            "tailguard_write_queue_depth",
+            "Services with a write queued and not started, by priority (act, status, refresh).",
+            ["priority"],
+            registry=r,
+        )
+        self.writes_in_flight = Gauge(
+            "tailguard_writes_in_flight",
+            "Services whose write to the API server has started and not landed.",
+            registry=r,
+        )
+        self.write_latency = Histogram(
+            "tailguard_write_latency_seconds",
+            "Time from a write being queued to its landing (the wait for a writer, then its API calls).",
+            ["priority"],
+            buckets=_WRITE_BUCKETS,
+            registry=r,
+        )
+        self.writes_coalesced = Counter(
+            "tailguard_writes_coalesced",
+            "Queued writes replaced by a newer write for the same service before they started.",
+            registry=r,
+        )
+        self.decisions_deferred = Counter(
+            "tailguard_decisions_deferred",
+            "Ticks at which a due decision was put off because the service's previous write had not landed.",
             registry=r,
         )
         self.services = Gauge(
