@@ -207,14 +207,19 @@ def test_every_query_parses_and_reads_known_metrics(where: str, expr: str) -> No
     assert parsed.grouping_labels <= all_labels, f"{where} groups by labels its metrics lack"
 
 
+#: The operator's own families: one series per operator (or per priority), not per service.
+OPERATOR_WIDE = (
+    "tailguard_loop",
+    "tailguard_prometheus",
+    "tailguard_inference_services",
+    "tailguard_write",
+    "tailguard_decisions_deferred",
+)
+
+
 def test_service_panels_filter_by_the_dashboard_variables() -> None:
     for where, expr in _queries():
-        if (
-            where.startswith("variable")
-            or "tailguard_loop" in expr
-            or "tailguard_prometheus" in expr
-            or "tailguard_inference_services" in expr
-        ):
+        if where.startswith("variable") or any(family in expr for family in OPERATOR_WIDE):
             continue
         assert 'namespace=~"$namespace"' in expr, where
         assert f'{SERVICE_LABEL}=~"${SERVICE_LABEL}"' in expr, where
@@ -233,6 +238,8 @@ def test_panels_cover_what_operators_watch() -> None:
     panel_reading("tailguard_goodput_ratio", "tailguard_goodput_target_ratio")
     panel_reading("tailguard_desired_replicas", "tailguard_ready_replicas", "tailguard_starting_replicas")
     panel_reading("tailguard_max_num_seqs")
+    panel_reading("tailguard_write_queue_depth", "tailguard_writes_in_flight")
+    panel_reading("tailguard_write_latency_seconds_bucket", "tailguard_decisions_deferred_total")
     assert "reason" in panel_reading("tailguard_decisions_total").lower()
     panel_reading("tailguard_loop_duration_seconds_bucket")
     panel_reading("tailguard_prometheus_query_errors_total")
