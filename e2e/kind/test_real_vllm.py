@@ -170,3 +170,7 @@ def test_real_vllm_replica_serves_and_the_operator_reads_its_metrics(
     )
     ttft_count = f"sum({VllmMetric.TTFT.value}_count{{{selector}}})"
     assert prometheus.value(ttft_count) == float(ok)
+    # The TTFT SLO (2 s) is no edge of vLLM's default buckets: the operator asked for it as one
+    # (--custom-histogram-buckets), and the engine exports it, so the share within it is counted.
+    slo_edge = f'count({VllmMetric.TTFT.value}_bucket{{{selector},le="2.0"}})'
+    assert prometheus.value(slo_edge) == 1.0, f"{slo_edge} = {prometheus.value(slo_edge)}"
