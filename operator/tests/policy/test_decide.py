@@ -10,6 +10,7 @@ import pytest
 
 from policy.helpers import CONFIG, Run, breached, healthy
 from tailguard.policy import Limit, Observation, PolicyConfig, PolicyState, Reason, decide
+from tailguard.policy.observed import Misses, poisson_tail
 
 
 def warmed(replicas: int = 2) -> PolicyState:
@@ -110,6 +111,20 @@ CASES = [
         limit=Limit.MAX_REPLICAS,
     ),
     Case(
+        # 0.5 req/s over a 2-minute window: 60 requests, two slow ones put p99 over the SLO; at a
+        # 1% miss rate two of 60 happen in one window of eight (not a breach, nothing added)
+        "a quiet window's two slow requests are chance, not a breach",
+        obs(healthy, 0.5, 1, p99_ttft_s=0.9, ttft_within_slo=58 / 60, goodput=58 / 60),
+        1,
+    ),
+    Case(
+        # the same share of misses over 6,000 requests is far beyond chance
+        "the same share of misses in a busy window is a breach",
+        obs(breached, 50, 2, p99_ttft_s=0.9, ttft_within_slo=58 / 60, goodput=58 / 60, waiting=0.0),
+        at_least=2,
+        reason=Reason.SLO_BREACH,
+    ),
+    Case(
         "rising load scales up before the SLO breaks",
         obs(healthy, 140, 2),
         at_least=3,
@@ -177,3 +192,48 @@ def test_capacity_is_measured_from_finishes_only_when_a_queue_says_saturated(
     observation = obs(breached, 60, replicas, waiting=waiting_per_replica * replicas)
     decision, _ = decide(CONFIG, WARM, observation, NOW)
     assert ("(measured, saturated)" in decision.reason) is measured, decision.reason
+
+
+def test_a_window_over_the_slo_by_chance_says_so() -> None:
+    quiet = obs(healthy, 0.5, 1, p99_ttft_s=0.9, ttft_within_slo=58 / 60, goodput=58 / 60)
+    decision, _ = decide(CONFIG, WARM, quiet, NOW)
+    assert decision.reason_code is not Reason.SLO_BREACH, decision.reason
+    assert "p99 TTFT 900 ms over SLO 500 ms: 2 of 60 requests: chance at the 1.00% the SLO allows" in (
+        decision.reason
+    )
+
+
+def test_no_window_is_excused_as_chance_while_the_error_budget_is_overspent() -> None:
+    quiet = obs(healthy, 0.5, 1, p99_ttft_s=0.9, ttft_within_slo=58 / 60, goodput=58 / 60)
+    # the last five minutes missed 3% where 1% is allowed: the service's misses are no chance
+    overspent = replace(WARM, budget=replace(WARM.budget, good_short=291.0, all_short=300.0))
+    decision, _ = decide(CONFIG, overspent, quiet, NOW)
+    assert decision.reason_code is Reason.SLO_BREACH, decision.reason
+    assert "p99 TTFT 900 ms > SLO 500 ms" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("missed", "requests", "beyond"),
+    [
+        (0, 60, False),
+        (2, 60, False),  # P(X >= 2 | mean 0.6) = 0.12
+        (3, 60, True),  # 0.023
+        (2, 600, False),
+        (10, 600, False),  # P(X >= 10 | mean 6) = 0.084
+        (11, 600, True),  # 0.043
+        (130, 12_000, False),  # a 1.08% share of a busy window: within chance of 1%
+        (145, 12_000, True),  # 1.21%: beyond it (z = 2.2)
+    ],
+)
+def test_misses_beyond_chance_of_a_p99(missed: int, requests: int, beyond: bool) -> None:
+    assert Misses(missed, requests, 0.01).beyond_chance is beyond
+
+
+def test_the_poisson_tail_matches_its_sum() -> None:
+    assert poisson_tail(0, 3.0) == 1.0
+    assert poisson_tail(1, 3.0) == pytest.approx(1.0 - math.exp(-3.0))
+    assert poisson_tail(3, 0.6) == pytest.approx(1.0 - math.exp(-0.6) * (1 + 0.6 + 0.18))
+    assert poisson_tail(200, 0.6) == 0.0
+    # the normal approximation beyond a mean of 50 agrees with the exact sum near its switch
+    exact = 1.0 - sum(math.exp(-50.0) * 50.0**i / math.factorial(i) for i in range(62))
+    assert poisson_tail(62, 50.1) == pytest.approx(exact, abs=0.01)

@@ -54,7 +54,10 @@ def decide(
     elapsed = min(max(elapsed, 0.0), 20.0 * config.interval_s)
 
     replica = replica_figures(obs)
-    breaches = breach(config, obs)  # a sentence per SLO broken
+    # A sentence per SLO broken; a quiet window's misses are excused as chance only while the
+    # error budget is not overspent.
+    over_budget = overspending(config, state)
+    breaches = breach(config, obs, excuse_chance=not over_budget)
     broken = bool(breaches)
     idle = is_idle(obs)
     ready_changed_at = state.ready_changed_at
@@ -70,7 +73,7 @@ def decide(
     cap = replica_capacity(
         config, state, obs, replica, engine, load,
         elapsed=elapsed, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
-        overspending=overspending(config, state),
+        overspending=over_budget,
     )  # fmt: skip
     need = size_need(
         config, state, obs, replica, load, ahead, cap,

@@ -22,7 +22,7 @@ from tailguard.policy.budget import (
     record_load,
 )
 from tailguard.policy.learning import ReplicaCapacity
-from tailguard.policy.observed import ReplicaFigures, fmt_ms
+from tailguard.policy.observed import ReplicaFigures, fmt_ms, slo_held
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig, Reason
 
@@ -183,7 +183,7 @@ def size_need(
         code = Reason.LOAD_FALLING
     else:
         code = Reason.STEADY
-    parts.extend(breaches or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)} within SLO {fmt_ms(config.ttft_slo_s)}"])
+    parts.extend(breaches or [slo_held(config, obs)])
     said = f"load {demand:.1f} req/s"
     if ahead.forecast > demand * 1.01:
         said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"

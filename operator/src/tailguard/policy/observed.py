@@ -66,18 +66,103 @@ def is_idle(obs: Observation) -> bool:
     return obs.request_rate == 0 and obs.running == 0 and obs.waiting == 0
 
 
-def breach(config: PolicyConfig, obs: Observation) -> list[str]:
-    """Sentences for every SLO the observation shows broken (empty when all hold)."""
+#: How unlikely a window's misses must be, at the miss rate the SLO allows, before they count as a
+#: breach (a one-sided test): below it, a few slow requests in a quiet window are chance.
+BREACH_SIGNIFICANCE = 0.05
+#: The share of requests a p99 SLO lets miss.
+_P99_ALLOWED = 0.01
+
+
+def poisson_tail(k: int, mean: float) -> float:
+    """P(X ≥ k) for X ~ Poisson(``mean``): exact for small means, normal (continuity-corrected)
+    beyond."""
+    if k <= 0:
+        return 1.0
+    if mean <= 0:
+        return 0.0
+    if mean > 50.0:
+        z = (k - 0.5 - mean) / math.sqrt(mean)
+        return 0.5 * math.erfc(z / math.sqrt(2.0))
+    if k > mean + 12.0 * math.sqrt(mean) + 12.0:
+        return 0.0  # far beyond: the terms below underflow long before they matter
+    term = math.exp(-mean)
+    below = 0.0
+    for i in range(k):
+        below += term
+        term *= mean / (i + 1)
+    return max(0.0, 1.0 - below)
+
+
+@dataclass(frozen=True)
+class Misses:
+    """How many of a window's requests missed an SLO, against what the SLO allows."""
+
+    missed: int
+    requests: int
+    allowed_share: float
+
+    @property
+    def beyond_chance(self) -> bool:
+        """More misses than the allowed share explains at ``BREACH_SIGNIFICANCE``."""
+        return poisson_tail(self.missed, self.requests * self.allowed_share) < BREACH_SIGNIFICANCE
+
+    def sentence(self) -> str:
+        return (
+            f"{self.missed} of {self.requests} requests: chance at the {self.allowed_share:.2%} "
+            "the SLO allows"
+        )
+
+
+def window_misses(
+    config: PolicyConfig, obs: Observation, within: float | None, allowed_share: float
+) -> Misses | None:
+    """The misses of the window from the share ``within`` the SLO and the finished requests
+    (``None`` when either is unknown: then the share alone decides)."""
+    rate = obs.request_rate
+    if within is None or not finite(within) or rate is None or not finite(rate) or rate <= 0:
+        return None
+    requests = rate * config.rate_window_s
+    missed = requests * min(1.0, max(0.0, 1.0 - within))
+    return Misses(int(missed + 0.5), max(1, int(requests + 0.5)), allowed_share)
+
+
+def breach(config: PolicyConfig, obs: Observation, *, excuse_chance: bool = True) -> list[str]:
+    """Sentences for every SLO the observation shows broken (empty when all hold).
+
+    TTFT and goodput are judged on requests: with ``excuse_chance`` a window counts as broken only
+    when its misses are more than the allowed share explains by chance (``Misses.beyond_chance``).
+    With a few hundred requests in a window, p99 is the second or third slowest of them; a service
+    that meets its target still shows it over the SLO in many windows, and sizing for those would
+    only buy replicas. The caller withholds the excuse while the error budget is overspent: then
+    the service's own record says its misses are no chance. TPOT is measured per token (thousands
+    per window) and judged as read.
+    """
     out = []
-    if finite(obs.p99_ttft_s) and obs.p99_ttft_s is not None and obs.p99_ttft_s > config.ttft_slo_s:
-        out.append(f"p99 TTFT {obs.p99_ttft_s * 1e3:.0f} ms > SLO {config.ttft_slo_s * 1e3:.0f} ms")
+    ttft = obs.p99_ttft_s
+    if finite(ttft) and ttft is not None and ttft > config.ttft_slo_s:
+        misses = window_misses(config, obs, obs.ttft_within_slo, _P99_ALLOWED) if excuse_chance else None
+        if misses is None or misses.beyond_chance:
+            out.append(f"p99 TTFT {ttft * 1e3:.0f} ms > SLO {config.ttft_slo_s * 1e3:.0f} ms")
     tpot = obs.p99_tpot_s
     if config.tpot_slo_s is not None and tpot is not None and finite(tpot) and tpot > config.tpot_slo_s:
         out.append(f"p99 TPOT {tpot * 1e3:.0f} ms > SLO {config.tpot_slo_s * 1e3:.0f} ms")
     good = obs.goodput
     if good is not None and finite(good) and good < config.goodput_target and not out:
-        out.append(f"goodput {good:.3f} < target {config.goodput_target:.3f}")
+        misses = window_misses(config, obs, good, 1.0 - config.goodput_target) if excuse_chance else None
+        if misses is None or misses.beyond_chance:
+            out.append(f"goodput {good:.3f} < target {config.goodput_target:.3f}")
     return out
+
+
+def slo_held(config: PolicyConfig, obs: Observation) -> str:
+    """The TTFT sentence of a window with no breach: within the SLO, or over it by chance."""
+    ttft = obs.p99_ttft_s
+    said = f"p99 TTFT {fmt_ms(ttft)}"
+    if finite(ttft) and ttft is not None and ttft > config.ttft_slo_s:
+        misses = window_misses(config, obs, obs.ttft_within_slo, _P99_ALLOWED)
+        detail = f": {misses.sentence()}" if misses is not None else ""
+        return f"{said} over SLO {fmt_ms(config.ttft_slo_s)}{detail}"
+    return f"{said} within SLO {fmt_ms(config.ttft_slo_s)}"
 
 
 @dataclass(frozen=True)
