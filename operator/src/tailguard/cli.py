@@ -115,7 +115,7 @@ _RUN_OPTIONS = (
         "basic-auth user for Prometheus; the password comes from TAILGUARD_PROMETHEUS_PASSWORD",
     ),
     _Option("--prometheus-ca-file", "PROMETHEUS_CA_FILE", str, None, "CA bundle for Prometheus's TLS"),
-    _Option("--prometheus-timeout", "PROMETHEUS_TIMEOUT", float, "5", "seconds before a query is abandoned"),
+    _Option("--prometheus-timeout", "PROMETHEUS_TIMEOUT", float, "10", "seconds before a query is abandoned"),
     _Option("--rate-window", "RATE_WINDOW", _rate_window, "2m", "PromQL rate() window; two scrapes or more"),
 )
 

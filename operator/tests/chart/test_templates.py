@@ -117,7 +117,7 @@ def test_default_args_watch_every_namespace_and_reach_prometheus(helm: Helm) -> 
     assert args.command == "run"
     assert args.all_namespaces is True
     assert args.prometheus_url == "http://prometheus-operated.monitoring.svc:9090"
-    assert args.prometheus_timeout == 5
+    assert args.prometheus_timeout == 10
     assert args.rate_window == "2m"
     assert args.prometheus_token_file is None
     assert args.prometheus_username is None

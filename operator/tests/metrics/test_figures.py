@@ -208,3 +208,15 @@ async def test_http_reader_unreachable() -> None:
     with pytest.raises(QueryError, match="unreachable"):
         await reader.query("up")
     await reader.aclose()
+
+
+async def test_http_reader_says_a_slow_answer_is_a_timeout_not_an_outage() -> None:
+    def too_slow(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    settings = PrometheusSettings(url="http://prom", timeout_s=7.5)
+    reader = HttpPrometheus(settings, transport=httpx.MockTransport(too_slow))
+    with pytest.raises(QueryError) as raised:
+        await reader.query("up")
+    assert str(raised.value) == "Prometheus did not answer within 7.5 s (--prometheus-timeout)"
+    await reader.aclose()

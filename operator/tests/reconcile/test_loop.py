@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import threading
 from typing import Any
 
@@ -197,11 +198,17 @@ def test_dry_run_decides_and_reports_but_leaves_the_deployment() -> None:
     assert [note.reason for _, note in harness.events] == ["DryRunDecision"]
 
 
-def test_prometheus_down_holds_and_reports_then_recovers() -> None:
+def test_prometheus_down_holds_and_reports_then_recovers(caplog: pytest.LogCaptureFixture) -> None:
     fake = FakePrometheus({q: QueryError("Prometheus unreachable: ConnectError") for q in QUERIES.values()})
     harness = Harness(fake)
     harness.add(autoscaling={"maxReplicas": 8})
-    harness.run()
+    with caplog.at_level(logging.WARNING, logger="tailguard.reconcile.loop"):
+        harness.run()
+    # One line for the whole tick, naming the failed signals, however many services hold.
+    said = [r.getMessage() for r in caplog.records if "Prometheus queries failed" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith(f"{len(QUERIES)} of {len(QUERIES)} Prometheus queries failed; 1 services hold")
+    assert "ttft_buckets: Prometheus unreachable: ConnectError" in said[0]
     assert harness.deployment_replicas() == 1
     status = harness.status()
     assert _condition(status, "MetricsAvailable") == ("False", "PrometheusUnavailable")
@@ -374,6 +381,33 @@ def test_resync_parses_a_spec_once_per_version_of_the_body(monkeypatch: pytest.M
     harness.inventory.put_service(body)  # a new version from the watch
     harness.run(NOW + 100)
     assert parsed == ["chat", "chat"]
+
+
+def test_a_service_is_left_to_its_spec_handler_until_its_first_reconcile() -> None:
+    harness = Harness(
+        FakePrometheus(
+            answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+        )
+    )
+    harness.add(autoscaling={"maxReplicas": 8})
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    reconciled = copy.deepcopy(view.body)
+    fresh = copy.deepcopy(view.body)
+    del fresh["status"]  # as created: the handler has not written its first status yet
+    harness.inventory.put_service(fresh)
+    statuses_before = len(harness.cluster.status_patches)
+    for tick in (NOW, NOW + 15, NOW + 31):  # a decision's tick and a resync's
+        report = harness.run(tick)
+        assert (report.unreconciled, report.decided, report.queued) == (1, 0, 0), tick
+    assert len(harness.cluster.status_patches) == statuses_before
+    assert harness.events == []
+    assert harness.deployment_replicas() == 1
+
+    harness.inventory.put_service(reconciled)  # the handler's status arrives through the watch
+    report = harness.run(NOW + 45)
+    assert (report.unreconciled, report.decided) == (0, 1)
+    assert harness.deployment_replicas() > 1
 
 
 def test_an_invalid_spec_is_still_reported_by_the_resync() -> None:

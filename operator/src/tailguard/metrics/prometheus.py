@@ -36,7 +36,7 @@ class PrometheusSettings:
     basic_auth: tuple[str, str] | None = None
     ca_file: str | None = None
     insecure_skip_verify: bool = False
-    timeout_s: float = 5.0
+    timeout_s: float = 10.0
 
 
 class HttpPrometheus:
@@ -51,6 +51,7 @@ class HttpPrometheus:
             verify = False
         elif settings.ca_file:
             verify = ssl.create_default_context(cafile=settings.ca_file)
+        self._timeout_s = settings.timeout_s
         self._client = httpx.AsyncClient(
             base_url=settings.url.rstrip("/"),
             headers=headers,
@@ -66,6 +67,10 @@ class HttpPrometheus:
             params["time"] = f"{at:.3f}"
         try:
             response = await self._client.post("/api/v1/query", data=params)
+        except httpx.TimeoutException:
+            raise QueryError(
+                f"Prometheus did not answer within {self._timeout_s:g} s (--prometheus-timeout)"
+            ) from None
         except httpx.HTTPError as exc:
             raise QueryError(f"Prometheus unreachable: {type(exc).__name__}: {exc}") from exc
         try:

@@ -77,6 +77,8 @@ class CycleReport:
     """
 
     services: int = 0
+    #: Services left alone because their spec handler has not reconciled them yet.
+    unreconciled: int = 0
     decided: int = 0
     #: Due services not decided because their previous write had not landed (due again next tick).
     deferred: int = 0
@@ -91,6 +93,13 @@ class CycleReport:
     query_errors: int = 0
     duration_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+
+
+def first_reconcile_done(body: Manifest) -> bool:
+    """Whether the spec handler has reconciled this service at least once (its status carries the
+    generation it reconciled; the handler writes it with the first children)."""
+    status = body.get("status")
+    return isinstance(status, dict) and status.get("observedGeneration") is not None
 
 
 @dataclass
@@ -224,6 +233,12 @@ class ControlLoop:
             view = self.inventory.view(key)
             if view is None:
                 continue
+            if not first_reconcile_done(view.body):
+                # Its spec handler has not run yet: there is nothing to act on, and a status
+                # written now would race the handler's own writes (at 2,000 new services, three of
+                # four such writes were refused as conflicts and retried).
+                report.unreconciled += 1
+                continue
             record = self._records.get(key)
             if record is None:
                 record = self._records[key] = ServiceRecord(resynced_at=now)
@@ -255,6 +270,13 @@ class ControlLoop:
                     self.telemetry.queries.labels(signal.value).inc()
                 for signal in metrics.errors:
                     self.telemetry.query_errors.labels(signal.value).inc()
+                if metrics.errors:
+                    # Every due service holds its size this tick: say why once, not per service.
+                    log.warning(
+                        "%d of %d Prometheus queries failed; %d services hold their size this tick: %s",
+                        len(metrics.errors), report.queries, len(due),
+                        "; ".join(f"{s.value}: {e}" for s, e in sorted(metrics.errors.items())),
+                    )  # fmt: skip
         read_done = time.perf_counter()
         for key in resync:
             if not self.writes.busy(key):  # a write for it may have been queued while reading
