@@ -115,6 +115,31 @@ def handled(kubeconfig: Path) -> int:
     return sum(1 for i in items if key in ((i.get("metadata") or {}).get("annotations") or {}))
 
 
+def status_writes(kubeconfig: Path) -> dict[str, float]:
+    """The API server's count of InferenceService status patches by HTTP code, and of Events posted
+    (``apiserver_request_total``): a 409 is a conditional status write refused as a conflict."""
+    text = kubectl(kubeconfig, "get", "--raw", "/metrics")
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        if (
+            'resource="inferenceservices"' in labels
+            and 'subresource="status"' in labels
+            and 'verb="PATCH"' in labels
+        ):
+            code = labels.split('code="', 1)[1].split('"', 1)[0]
+            counts[f"status_{code}"] = counts.get(f"status_{code}", 0.0) + float(value)
+        elif 'resource="events"' in labels and 'verb="POST"' in labels:
+            counts["events"] = counts.get("events", 0.0) + float(value)
+    return counts
+
+
+def counts_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in sorted(set(before) | set(after))}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (all its threads), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -130,6 +155,14 @@ def main() -> int:
     parser.add_argument(
         "--settle-s", type=float, default=60.0, help="wait after the first reconciles, for kopf to drain"
     )
+    parser.add_argument(
+        "--wave-timeout-s", type=float, default=900.0, help="how long the first reconciles may take"
+    )
+    parser.add_argument(
+        "--scrape-interval",
+        default="5s",
+        help="how often Prometheus scrapes each simulated engine (the chart's PodMonitor uses 30s)",
+    )
     parser.add_argument("--out", default=str(REPO / "out" / "bench-operator"))
     args = parser.parse_args()
     out = Path(args.out)
@@ -142,9 +175,11 @@ def main() -> int:
     kubectl(
         kube, "wait", "--for=condition=Established", "crd/inferenceservices.tailguard.dev", "--timeout=60s"
     )
-    # A namespace left terminating by an earlier run would swallow the new objects.
+    # Services left by an earlier run (one stopped before its clean-up, on a kept cluster) would be
+    # counted with the new ones, and a namespace still terminating would swallow them: delete it
+    # and wait until it is gone.
     subprocess.run(
-        [shutil.which("kubectl") or str(REPO / ".venv/bin/kubectl"), f"--kubeconfig={kube}", "wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=180s"],
+        [shutil.which("kubectl") or str(REPO / ".venv/bin/kubectl"), f"--kubeconfig={kube}", "delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait", "--timeout=600s"],
         capture_output=True, check=False,
     )  # fmt: skip
     subprocess.run(
@@ -172,7 +207,7 @@ def main() -> int:
     scrape_configs = [
         {
             "job_name": "fleet",
-            "scrape_interval": "5s",
+            "scrape_interval": args.scrape_interval,
             "scrape_timeout": "5s",
             "file_sd_configs": [{"files": [str(work / "targets.json")], "refresh_interval": "5s"}],
         }
@@ -181,6 +216,7 @@ def main() -> int:
     operator: subprocess.Popen[bytes] | None = None
     try:
         print(f"[bench] creating {args.services} InferenceServices", flush=True)
+        at_start = status_writes(kube)
         kubectl(kube, "apply", "--server-side", "-f", "-", stdin=manifests(args.services))
         metrics_port, liveness_port = free_ports(2)
         env = {**os.environ, "KUBECONFIG": str(kube)}
@@ -204,7 +240,8 @@ def main() -> int:
             seen = total(values, "tailguard_inference_services")
             decided = total(values, "tailguard_decisions_total")
             print(f"[bench] operator sees {seen:.0f} services, {decided:.0f} decisions so far", flush=True)
-            if seen >= args.services and decided >= args.services:
+            # A service is decided for once its spec handler has reconciled it (below).
+            if seen >= args.services:
                 break
         else:
             raise RuntimeError("the operator did not see every service within 10 minutes")
@@ -212,14 +249,22 @@ def main() -> int:
         # kopf's handler threads for minutes at N=500 and would be counted against the loop.
         started = time.monotonic()
         while (done := handled(kube)) < args.services:
-            if time.monotonic() - started > 900:
-                raise RuntimeError(f"only {done} of {args.services} services reconciled in 15 minutes")
+            if time.monotonic() - started > args.wave_timeout_s:
+                raise RuntimeError(
+                    f"only {done} of {args.services} services reconciled in {args.wave_timeout_s:.0f} s"
+                )
             print(f"[bench] {done} of {args.services} services through their first reconcile", flush=True)
             time.sleep(10)
-        print(f"[bench] first reconciles done after {time.monotonic() - started:.0f} s more", flush=True)
+        wave_s = time.monotonic() - started
+        print(f"[bench] first reconciles done after {wave_s:.0f} s more", flush=True)
+        while total(scrape(metrics_url), "tailguard_decisions_total") < args.services:
+            if time.monotonic() - started > args.wave_timeout_s + 120:
+                raise RuntimeError("not every reconciled service was decided for within two minutes")
+            time.sleep(5)
         # kopf still works through the wave's own events (annotations, status) for a while.
         time.sleep(args.settle_s)
         before = scrape(metrics_url)
+        api_before = status_writes(kube)
         cpu_before, load_before = cpu_seconds(operator.pid), os.getloadavg()[0]
         # The writes are made in the background: their queue is sampled while measuring.
         depths: list[float] = []
@@ -229,6 +274,7 @@ def main() -> int:
             with contextlib.suppress(OSError):
                 depths.append(total(scrape(metrics_url), "tailguard_write_queue_depth"))
         after = scrape(metrics_url)
+        api_after = status_writes(kube)
         cpu = cpu_seconds(operator.pid) - cpu_before
         load = (load_before + os.getloadavg()[0]) / 2
         cycles = total(after, "tailguard_loop_duration_seconds_count") - total(
@@ -276,6 +322,15 @@ def main() -> int:
             "write_queue_depth_max": max(depths) if depths else None,
             "write_latency_s": {p: write_latency(p) for p in ("act", "status", "refresh")},
             "decisions_deferred": delta("tailguard_decisions_deferred_total"),
+            # The API server's side: status patches landed (200) and refused as conflicts (409),
+            # and Events posted, from the services' creation to the measurement, and during it.
+            "api_before_measuring": counts_between(at_start, api_before),
+            "api_while_measuring": counts_between(api_before, api_after),
+            "first_reconciles_s": round(wave_s),
+            "prometheus_query_errors": {
+                "before_measuring": total(before, "tailguard_prometheus_query_errors_total"),
+                "while_measuring": delta("tailguard_prometheus_query_errors_total"),
+            },
             "writes_coalesced": delta("tailguard_writes_coalesced_total"),
             # The operator's own CPU (every thread: kopf's watches, the loop, /metrics) per cycle,
             # and its share of one core: what the cycle costs apart from waiting for a core.
