@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from tailguard.reconcile.inventory import Inventory
+from tailguard.reconcile.inventory import WRITTEN_SHADOW_S, Inventory
 
 KEY = ("team-a", "chat")
 
@@ -67,3 +67,66 @@ def test_deployments_and_pods_are_copied_and_mark_their_service_changed() -> Non
     assert view.deployment["spec"]["replicas"] == 2
     assert view.pods["chat-0"]["status"]["phase"] == "Running"
     assert inventory.take_changed() == {KEY}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _version(inventory: Inventory) -> str:
+    view = inventory.view(KEY)
+    assert view is not None
+    return str(view.body["metadata"]["resourceVersion"])
+
+
+def _at(version: int, **status: Any) -> dict[str, Any]:
+    body = _service()
+    body["metadata"]["resourceVersion"] = str(version)
+    body["status"].update(status)
+    return body
+
+
+def test_a_written_object_shadows_the_older_versions_the_watch_still_delivers() -> None:
+    clock = _Clock()
+    inventory = Inventory(clock)
+    inventory.put_service(_at(1))
+    inventory.put_written(_at(3, ready="2/2"))  # the answer to the operator's own write
+    inventory.put_service(_at(2))  # the watch, still delivering an earlier change
+    assert _version(inventory) == "3"
+    written = inventory.view(KEY)
+    inventory.put_service(_at(3, ready="2/2"))  # the watch catches up: nothing to replace
+    assert inventory.view(KEY) == written
+    inventory.put_service(_at(4, ready="3/3"))  # and what comes after is taken again
+    assert _version(inventory) == "4"
+
+
+def test_a_written_version_the_watch_never_delivers_stops_shadowing_after_a_while() -> None:
+    clock = _Clock()
+    inventory = Inventory(clock)
+    inventory.put_service(_at(1))
+    inventory.put_written(_at(3))
+    clock.now += WRITTEN_SHADOW_S - 1
+    inventory.put_service(_at(5))  # a re-list skipped version 3: still shadowed for now
+    assert _version(inventory) == "3"
+    clock.now += 2
+    inventory.put_service(_at(5))
+    assert _version(inventory) == "5"
+
+
+def test_an_answer_for_an_unknown_service_or_without_a_spec_is_not_kept() -> None:
+    inventory = Inventory()
+    inventory.put_written(_at(3))
+    assert inventory.view(KEY) is None, "deleted meanwhile: not brought back"
+    inventory.put_service(_at(1))
+    bare = _at(4)
+    del bare["spec"]
+    inventory.put_written(bare)
+    assert _version(inventory) == "1"
+    inventory.put_written(_at(5))
+    inventory.drop_service(KEY)
+    inventory.put_service(_at(2))  # created again: nothing written shadows it
+    assert _version(inventory) == "2"

@@ -512,6 +512,44 @@ def test_services_with_the_same_interval_share_one_reading() -> None:
     assert [harness.run(NOW + t).decided for t in (21, 26, 31)] == [0, 0, 2]
 
 
+def test_the_next_decision_starts_from_what_the_last_write_left_not_from_a_lagging_watch() -> None:
+    fake = FakePrometheus(
+        answers(load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1))
+    )
+    harness = Harness(fake)
+    harness.add(autoscaling={"maxReplicas": 8})
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    body = copy.deepcopy(view.body)
+    body["metadata"]["resourceVersion"] = "1"
+    harness.cluster.add(body)  # the API server holds the whole object, as the watch showed it
+    harness.inventory.put_service(body)
+    first = harness.run(NOW)
+    assert first.writes > 0
+    live = harness.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
+    assert live is not None
+    assert live["metadata"]["resourceVersion"] != "1"
+    # No watch event has arrived; the inventory holds the object as the writes left it.
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    assert view.body["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+    assert view.body["status"] == live["status"]
+    # The load moves: the next decision's status write lands instead of conflicting.
+    fake.answers = answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+    statuses = len(harness.cluster.status_patches)
+    second = harness.run(NOW + 15)
+    assert (second.decided, second.errors) == (1, [])
+    assert len(harness.cluster.status_patches) > statuses, "written, not refused as a conflict"
+    assert harness.deployment_replicas() > 1
+    # The watch then delivers the first write's older version: it does not replace the newer one.
+    stale = copy.deepcopy(body)
+    stale["metadata"]["resourceVersion"] = "2"
+    harness.inventory.put_service(stale)
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    assert view.body["metadata"]["resourceVersion"] != "2"
+
+
 def test_after_a_conflict_the_next_decision_waits_for_the_fresh_copy() -> None:
     harness, stale = _harness_with_a_stale_copy()
     assert harness.run(NOW).writes == 0, "the stale copy's write conflicts"

@@ -6,6 +6,7 @@ Reconcile code depends only on :class:`ClusterAPI`; tests pass :class:`FakeClust
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
 from collections.abc import Mapping
@@ -45,8 +46,9 @@ class ClusterAPI(Protocol):
         status: Manifest,
         *,
         resource_version: str | None = None,
-    ) -> None:
-        """Merge-patch the status subresource.
+    ) -> Manifest | None:
+        """Merge-patch the status subresource; the object as the write left it (``None`` if the
+        adapter cannot tell).
 
         With ``resource_version`` the write only succeeds if the object has not changed since
         (otherwise :class:`ConflictError`), so a status computed from a stale copy never lands.
@@ -55,8 +57,9 @@ class ClusterAPI(Protocol):
 
     def patch_metadata(
         self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest
-    ) -> None:
-        """Merge-patch metadata (labels, annotations)."""
+    ) -> Manifest | None:
+        """Merge-patch metadata (labels, annotations); the object as the write left it (``None``
+        if the adapter cannot tell)."""
         ...
 
     def post_event(self, involved: Manifest, type_: str, reason: str, message: str) -> None:
@@ -153,7 +156,7 @@ class FakeCluster:
         status: Manifest,
         *,
         resource_version: str | None = None,
-    ) -> None:
+    ) -> Manifest | None:
         key = _key(api_version, kind, namespace, name)
         obj = self.objects.setdefault(
             key, {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
@@ -164,18 +167,33 @@ class FakeCluster:
         obj["status"] = _merge(obj.get("status") or {}, status)
         self.status_patches.append((namespace, name, copy.deepcopy(status)))
         obj["metadata"]["resourceVersion"] = str(int(current or 0) + 1)
+        return copy.deepcopy(obj)
 
     def patch_metadata(
         self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest
-    ) -> None:
+    ) -> Manifest | None:
         key = _key(api_version, kind, namespace, name)
         obj = self.objects.setdefault(
             key, {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
         )
+        current = obj["metadata"].get("resourceVersion")
         obj["metadata"] = _merge(obj.get("metadata") or {}, metadata)
+        if current is not None:
+            obj["metadata"]["resourceVersion"] = str(int(current) + 1)
+        return copy.deepcopy(obj)
 
     def post_event(self, involved: Manifest, type_: str, reason: str, message: str) -> None:
         self.events.append((str(involved.get("name")), type_, reason, message))
+
+
+def _written(response: Any) -> Manifest | None:
+    """The object a write answered with, parsed with the standard JSON parser (``None`` if the
+    answer is not one)."""
+    try:
+        body = json.loads(response.data)
+    except (TypeError, ValueError):
+        return None
+    return body if isinstance(body, dict) and "metadata" in body else None
 
 
 def _drain(response: Any) -> None:
@@ -268,14 +286,14 @@ class KubernetesCluster:
         status: Manifest,
         *,
         resource_version: str | None = None,
-    ) -> None:
+    ) -> Manifest | None:
         from kubernetes.dynamic.exceptions import ConflictError as ApiConflict
 
         body: Manifest = {"status": status}
         if resource_version is not None:
             body["metadata"] = {"resourceVersion": resource_version}
         try:
-            _drain(
+            return _written(
                 self._resource(api_version, kind).status.patch(
                     body=body,
                     name=name,
@@ -289,8 +307,8 @@ class KubernetesCluster:
 
     def patch_metadata(
         self, api_version: str, kind: str, namespace: str, name: str, metadata: Manifest
-    ) -> None:
-        _drain(
+    ) -> Manifest | None:
+        return _written(
             self._resource(api_version, kind).patch(
                 body={"metadata": metadata},
                 name=name,

@@ -1,12 +1,17 @@
 """An in-memory view of every InferenceService, its Deployment and its pods, fed by watch events.
 
 The control loop reads this view instead of the API server, so a cycle costs no reads however
-many services there are; only changes are written.
+many services there are; only changes are written. What the loop writes to an InferenceService
+comes back at once, as the API server answered the write (:meth:`Inventory.put_written`): at
+2,000 services the watch can still be delivering a service's last write when it is next due, and
+a decision made from the older copy is refused as a conflict.
 """
 
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +43,18 @@ def _copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+#: How long an object as the operator wrote it shadows what the watch delivers. The watch delivers
+#: one object's versions in order, so until it delivers the written one, each version it delivers
+#: is older; should it never deliver it (a re-list after the watch expired skips versions), the
+#: watch is trusted again after this long.
+WRITTEN_SHADOW_S = 60.0
+
+
+def _version(obj: Manifest) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version is not None else None
+
+
 def _key(obj: Manifest) -> ServiceKey:
     meta = obj.get("metadata") or {}
     return (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -52,17 +69,43 @@ def _owner(obj: Manifest) -> ServiceKey | None:
 class Inventory:
     """Latest state of what tailguard manages; event handlers write, the loop reads snapshots."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        #: Services whose copy is the answer to the operator's own write: (its version, when).
+        self._written: dict[ServiceKey, tuple[str, float]] = {}
         self._services: dict[ServiceKey, Manifest] = {}
         self._deployments: dict[ServiceKey, Manifest] = {}
         self._pods: dict[ServiceKey, dict[str, Manifest]] = {}
         self._dirty: set[ServiceKey] = set()
 
     def put_service(self, body: Manifest) -> None:
-        self._services[_key(body)] = _copy(body)
+        """A version of an InferenceService from the watch: kept unless it predates one written."""
+        key = _key(body)
+        shadow = self._written.get(key)
+        if shadow is not None:
+            written, at = shadow
+            if _version(body) == written:
+                del self._written[key]  # the watch has caught up; the copy held is this version
+                return
+            if self._clock() - at <= WRITTEN_SHADOW_S:
+                return  # delivered before the written version, so older than it
+            del self._written[key]
+        self._services[key] = _copy(body)
+
+    def put_written(self, body: Manifest) -> None:
+        """An InferenceService as the API server answered the operator's write to it: newer than
+        anything the watch has delivered. Ignored for a service no longer known (deleted
+        meanwhile) and for an answer without a version or a spec."""
+        key = _key(body)
+        version = _version(body)
+        if key not in self._services or version is None or "spec" not in body:
+            return
+        self._services[key] = _copy(body)
+        self._written[key] = (version, self._clock())
 
     def drop_service(self, key: ServiceKey) -> None:
         self._services.pop(key, None)
+        self._written.pop(key, None)
 
     def put_deployment(self, body: Manifest) -> None:
         owner = _owner(body)

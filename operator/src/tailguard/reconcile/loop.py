@@ -213,6 +213,9 @@ class ControlLoop:
         self.tick_s = tick_s
         self.writes: WriteQueue[PendingWrites] = WriteQueue(telemetry, writers=workers)
         self._records: dict[ServiceKey, ServiceRecord] = {}
+        #: The object as a writer thread's last write to it left it, until its landing is handled
+        #: on the event loop and the inventory takes it.
+        self._echoes: dict[ServiceKey, Manifest] = {}
         #: The last Prometheus reading (reused only for decisions put off from its tick).
         self._reading: MetricsReading | None = None
 
@@ -371,8 +374,18 @@ class ControlLoop:
         if self.writes.submit(Write(key, priority, work, landed, source)):
             report.coalesced += 1
 
+    def _keep_echo(self, key: ServiceKey, echo: Manifest | None) -> None:
+        """Keep the object as a write (in a writer thread) left it; the inventory takes it when
+        the landing is handled on the event loop."""
+        if echo is not None:
+            self._echoes[key] = echo
+
     def _landed(self, report: CycleReport, key: ServiceKey, outcome: int | Exception) -> None:
-        """Account for one service's write in the report of the cycle that queued it."""
+        """Account for one service's write in the report of the cycle that queued it, and keep the
+        object as the write left it (even if a later write of the same job failed)."""
+        echo = self._echoes.pop(key, None)
+        if echo is not None:
+            self.inventory.put_written(echo)
         if isinstance(outcome, Exception):
             if _gone(outcome):
                 # Deleted (or its namespace terminating) meanwhile: nothing to do.
@@ -408,13 +421,14 @@ class ControlLoop:
         parsed = record.spec(view.body) if record is not None else None
         result = reconcile(view.body, self.cluster, self.render, now=now, live=live, parsed=parsed)
         try:
-            write_status(self.cluster, view.body, result)
+            echo = write_status(self.cluster, view.body, result)
         except ConflictError:
             # Changed meanwhile: the next resync computes the status again from the fresh copy,
             # but the writes made here stay made, and their events are posted.
             for note in result.action_events:
                 self.post_event(key[0], key[1], note)
             return len(result.action_events)
+        self._keep_echo(key, echo)
         for note in result.events:
             self.post_event(key[0], key[1], note)
         return int(bool(result.status_patch)) + len(result.events)
@@ -481,7 +495,7 @@ class ControlLoop:
         namespace, name = key
         if result.status_patch:
             try:
-                self.cluster.patch_status(
+                echo = self.cluster.patch_status(
                     API_VERSION,
                     KIND,
                     namespace,
@@ -497,12 +511,13 @@ class ControlLoop:
                     record.conflicted_on = view.body
                 return 0
             writes += 1
+            self._keep_echo(key, echo)
         if record is not None:
             record.state = result.state
         if pending.persist_state:
             if record is not None:
                 record.persisted_at = now
-            self.cluster.patch_metadata(
+            state_echo = self.cluster.patch_metadata(
                 API_VERSION,
                 KIND,
                 namespace,
@@ -510,6 +525,7 @@ class ControlLoop:
                 {"annotations": {POLICY_STATE_ANNOTATION: result.state_json}},
             )
             writes += 1
+            self._keep_echo(key, state_echo)
         if result.apply:
             # Straight from the decision: the size is not read back from a status being written.
             outcome = sync_deployment(pending.isvc, self.cluster, result.size, self.render, view.deployment)

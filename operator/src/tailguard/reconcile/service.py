@@ -123,15 +123,16 @@ def reconcile(
 
 def write_status(
     api: ClusterAPI, body: Mapping[str, Any], result: ReconcileResult, *, conditional: bool = True
-) -> None:
-    """Merge-patch the status when something changed; if ``conditional``, only if ``body`` is still current.
+) -> Manifest | None:
+    """Merge-patch the status when something changed; if ``conditional``, only if ``body`` is still
+    current. Returns the object as the write left it (``None``: nothing written, or not known).
 
     Raises :class:`~tailguard.k8s.cluster.ConflictError` when the object changed since it was read.
     """
     if not result.status_patch:
-        return
+        return None
     meta = body["metadata"]
-    api.patch_status(
+    return api.patch_status(
         API_VERSION,
         KIND,
         meta["namespace"],
