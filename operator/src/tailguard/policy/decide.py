@@ -25,7 +25,7 @@ from tailguard.policy.arrivals import outlook, read_arrivals
 from tailguard.policy.learning import learn_engine, replica_capacity
 from tailguard.policy.limits import apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import choose_max_batch
-from tailguard.policy.need import overspending, size_need
+from tailguard.policy.need import missing_beyond_p99, overspending, size_need
 from tailguard.policy.observed import breach, check, is_idle, replica_figures
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Decision, Observation, PolicyConfig
@@ -54,10 +54,9 @@ def decide(
     elapsed = min(max(elapsed, 0.0), 20.0 * config.interval_s)
 
     replica = replica_figures(obs)
-    # A sentence per SLO broken; a quiet window's misses are excused as chance only while the
-    # error budget is not overspent.
-    over_budget = overspending(config, state)
-    breaches = breach(config, obs, excuse_chance=not over_budget)
+    # A sentence per SLO broken; a quiet window's slow requests are excused as chance only while
+    # the last minutes missed no more than a p99 allows.
+    breaches = breach(config, obs, excuse_chance=not missing_beyond_p99(state))
     broken = bool(breaches)
     idle = is_idle(obs)
     ready_changed_at = state.ready_changed_at
@@ -73,7 +72,7 @@ def decide(
     cap = replica_capacity(
         config, state, obs, replica, engine, load,
         elapsed=elapsed, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
-        overspending=over_budget,
+        overspending=overspending(config, state),
     )  # fmt: skip
     need = size_need(
         config, state, obs, replica, load, ahead, cap,

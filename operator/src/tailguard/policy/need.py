@@ -22,7 +22,7 @@ from tailguard.policy.budget import (
     record_load,
 )
 from tailguard.policy.learning import ReplicaCapacity
-from tailguard.policy.observed import ReplicaFigures, fmt_ms, slo_held
+from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, fmt_ms, slo_held
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig, Reason
 
@@ -70,6 +70,15 @@ def overspending(config: PolicyConfig, state: PolicyState) -> bool:
     decision (unknown with too few requests: not overspending)."""
     memory = state.budget
     burn = burn_rate(memory.good_short, memory.all_short, max(1e-4, 1.0 - config.goodput_target))
+    return burn is not None and burn > 1.0
+
+
+def missing_beyond_p99(state: PolicyState) -> bool:
+    """The last minutes' requests missed more than the 1% a p99 SLO allows, as of the last
+    decision (unknown with too few requests: not). Whatever the goodput target: a lower target
+    must not make the policy wait longer before it answers a breach."""
+    memory = state.budget
+    burn = burn_rate(memory.good_short, memory.all_short, P99_ALLOWED)
     return burn is not None and burn > 1.0
 
 
