@@ -203,7 +203,8 @@ def test_prometheus_outage_holds_and_reports_then_recovers(
     # Phase: Prometheus becomes unreachable while the load rises.
     prometheus_gate.open = False
     fleet.set_rate(NAME, 80)
-    wait_condition(kube, namespace, "MetricsAvailable", "False", timeout=30)
+    # Readings must fail for READ_FAILURE_GRACE_S (30 s) before the hold is reported.
+    wait_condition(kube, namespace, "MetricsAvailable", "False", timeout=30 + 45)
     assert cond(kube, namespace, "MetricsAvailable") == ("False", "PrometheusUnavailable")
     assert events(kube, namespace, "PrometheusUnavailable"), "a Warning event explains the hold"
     stays(

@@ -203,20 +203,46 @@ def test_prometheus_down_holds_and_reports_then_recovers(caplog: pytest.LogCaptu
     harness = Harness(fake)
     harness.add(autoscaling={"maxReplicas": 8})
     with caplog.at_level(logging.WARNING, logger="tailguard.reconcile.loop"):
-        harness.run()
-    # One line for the whole tick, naming the failed signals, however many services hold.
+        first = harness.run()
+        # The first failed reading only delays the decision: nothing is reported yet.
+        assert (first.decided, first.deferred) == (0, 1)
+        assert harness.events == []
+        queries = len(fake.queries)
+        assert harness.run(NOW + 2).queries == 0, "the next reading waits a few seconds"
+        assert len(fake.queries) == queries
+        harness.run(NOW + 31)  # still failing after the grace: every due service holds and says so
     said = [r.getMessage() for r in caplog.records if "Prometheus queries failed" in r.getMessage()]
-    assert len(said) == 1, said
-    assert said[0].startswith(f"{len(QUERIES)} of {len(QUERIES)} Prometheus queries failed; 1 services hold")
-    assert "ttft_buckets: Prometheus unreachable: ConnectError" in said[0]
+    # One line per failed reading, naming the failed signals, however many services wait.
+    assert len(said) == 2, said
+    assert said[0].startswith(
+        f"{len(QUERIES)} of {len(QUERIES)} Prometheus queries failed; 1 due services wait"
+    )
+    assert said[1].startswith(
+        f"{len(QUERIES)} of {len(QUERIES)} Prometheus queries failed, readings for 31 s"
+    )
+    assert "ttft_buckets: Prometheus unreachable: ConnectError" in said[1]
     assert harness.deployment_replicas() == 1
     status = harness.status()
     assert _condition(status, "MetricsAvailable") == ("False", "PrometheusUnavailable")
     assert any(note.type == "Warning" for _, note in harness.events)
     harness.refresh()
     fake.answers = answers(load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1))
-    harness.run(NOW + 15)
+    harness.run(NOW + 45)
     assert _condition(harness.status(), "MetricsAvailable") == ("True", "MetricsFresh")
+
+
+def test_one_failed_reading_delays_the_decision_and_reports_nothing() -> None:
+    failing = {q: QueryError("Prometheus did not answer within 10 s") for q in QUERIES.values()}
+    fake = FakePrometheus(dict(failing))
+    harness = Harness(fake)
+    harness.add(autoscaling={"maxReplicas": 8})
+    assert harness.run(NOW).decided == 0
+    fake.answers = answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+    report = harness.run(NOW + 5)  # the retry answers: decided now, from this reading
+    assert (report.decided, report.queries) == (1, len(QUERIES))
+    assert harness.deployment_replicas() > 1
+    assert _condition(harness.status(), "MetricsAvailable") == ("True", "MetricsFresh")
+    assert [note.type for _, note in harness.events] == ["Normal"]
 
 
 def test_another_writer_is_reported_not_fought() -> None:

@@ -64,6 +64,12 @@ WRITERS = 32
 #: (Deployments, Events) and those already in flight. Queued refreshes are dropped at once.
 SHUTDOWN_GRACE_S = 5.0
 ACTING_SHUTDOWN_GRACE_S = 20.0
+#: After a failed Prometheus reading, the next is tried no sooner than this; the due services wait.
+READ_RETRY_S = 5.0
+#: Readings failing for this long are reported: every due service then holds its size and says
+#: why (condition, Event). A shorter outage only delays decisions: at 2,000 services one reading
+#: that timed out turned into a condition and an Event for each of them, twice (down, then up).
+READ_FAILURE_GRACE_S = 30.0
 
 EventSink = Callable[[str, str, EventNote], None]  # (namespace, name, note)
 
@@ -218,6 +224,9 @@ class ControlLoop:
         self._echoes: dict[ServiceKey, Manifest] = {}
         #: The last Prometheus reading (reused only for decisions put off from its tick).
         self._reading: MetricsReading | None = None
+        #: Since when readings have failed, and when the last one failed (None: the last succeeded).
+        self._failing_since: float | None = None
+        self._failed_at: float = -math.inf
 
     async def run_once(self, now: float | None = None) -> CycleReport:
         """One tick: resync what is due for it, and if any service is due for a decision, read
@@ -266,20 +275,12 @@ class ControlLoop:
         if due:
             metrics = self._reading_for(due, now)
             if metrics is None:
-                metrics = self._reading = await read_metrics(self.prometheus, self.scope, at=now)
-                report.queries = len(all_queries(self.scope))
-                report.query_errors = len(metrics.errors)
-                for signal in all_queries(self.scope):
-                    self.telemetry.queries.labels(signal.value).inc()
-                for signal in metrics.errors:
-                    self.telemetry.query_errors.labels(signal.value).inc()
-                if metrics.errors:
-                    # Every due service holds its size this tick: say why once, not per service.
-                    log.warning(
-                        "%d of %d Prometheus queries failed; %d services hold their size this tick: %s",
-                        len(metrics.errors), report.queries, len(due),
-                        "; ".join(f"{s.value}: {e}" for s, e in sorted(metrics.errors.items())),
-                    )  # fmt: skip
+                metrics = await self._read(report, now, len(due))
+            if metrics is None:  # not read, or failed for less than the grace: decided later
+                for key in due:
+                    self._records[key].deferred = True
+                report.deferred += len(due)
+                due = []
         read_done = time.perf_counter()
         for key in resync:
             if not self.writes.busy(key):  # a write for it may have been queued while reading
@@ -333,6 +334,43 @@ class ControlLoop:
                 report.duration_s, read_done - started, len(due), len(resync), report.backlog,
             )  # fmt: skip
         return report
+
+    async def _read(self, report: CycleReport, now: float, due: int) -> MetricsReading | None:
+        """A new reading for ``due`` services; ``None`` while readings fail for less than
+        ``READ_FAILURE_GRACE_S`` (the services wait for the next, tried after ``READ_RETRY_S``)."""
+        waiting = self._failing_since is not None and now - self._failed_at < READ_RETRY_S
+        if waiting and self._failing_since is not None and now - self._failing_since < READ_FAILURE_GRACE_S:
+            return None
+        metrics = await read_metrics(self.prometheus, self.scope, at=now)
+        report.queries = len(all_queries(self.scope))
+        report.query_errors = len(metrics.errors)
+        for signal in all_queries(self.scope):
+            self.telemetry.queries.labels(signal.value).inc()
+        for signal in metrics.errors:
+            self.telemetry.query_errors.labels(signal.value).inc()
+        if not metrics.errors:
+            self._failing_since = None
+            self._reading = metrics
+            return metrics
+        self._reading = None
+        self._failed_at = now
+        if self._failing_since is None:
+            self._failing_since = now
+        failing_s = now - self._failing_since
+        said = "; ".join(f"{s.value}: {e}" for s, e in sorted(metrics.errors.items()))
+        # Said once per reading, not per service.
+        if failing_s < READ_FAILURE_GRACE_S:
+            log.warning(
+                "%d of %d Prometheus queries failed; %d due services wait for the next reading "
+                "(in %.0f s; reported if readings still fail after %.0f s): %s",
+                len(metrics.errors), report.queries, due, READ_RETRY_S, READ_FAILURE_GRACE_S, said,
+            )  # fmt: skip
+            return None
+        log.warning(
+            "%d of %d Prometheus queries failed, readings for %.0f s; %d services hold their size: %s",
+            len(metrics.errors), report.queries, failing_s, due, said,
+        )  # fmt: skip
+        return metrics
 
     def _reading_for(self, due: list[ServiceKey], now: float) -> MetricsReading | None:
         """The last reading, when every due service is one put off from an earlier tick and that
