@@ -19,6 +19,7 @@ from tailguard.sim.bench.catalogue import (
     FRONTIER_FLOORS,
     FRONTIER_TAILGUARD,
     HOUR,
+    LEAD_IN_S,
     MIX,
     PROFILE,
     SLO,
@@ -58,7 +59,7 @@ def _seeds(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
 
-def scenario_of(bench: BenchTrace, seed: int, lead_s: float = WARMUP_S) -> Scenario:
+def scenario_of(bench: BenchTrace, seed: int, lead_s: float = LEAD_IN_S) -> Scenario:
     trace = bench.make(seed, lead_s)
     return Scenario(trace, get_profile(bench.profile), bench.slo, seed=seed, warmup_s=lead_s)
 
@@ -315,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lead-in-s",
         type=float,
-        default=WARMUP_S,
+        default=LEAD_IN_S,
         help="seconds of the same process before each trace, served while every policy observes",
     )
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
