@@ -130,3 +130,23 @@ def test_an_answer_for_an_unknown_service_or_without_a_spec_is_not_kept() -> Non
     inventory.drop_service(KEY)
     inventory.put_service(_at(2))  # created again: nothing written shadows it
     assert _version(inventory) == "2"
+
+
+def test_an_answer_the_watch_delivered_first_does_not_replace_what_came_after_it() -> None:
+    """The write lands (version 2, the old spec), the user changes the spec (version 3), and the
+    watch delivers both before the loop handles the write's answer: the answer is older than the
+    copy held, and must neither replace it nor shadow what the watch delivers next."""
+    clock = _Clock()
+    inventory = Inventory(clock)
+    inventory.put_service(_at(1))
+    inventory.put_service(_at(2, ready="2/2"))
+    changed = _at(3, ready="2/2")
+    changed["spec"]["autoscaling"]["minReplicas"] = 3
+    inventory.put_service(changed)
+    inventory.put_written(_at(2, ready="2/2"))  # the answer, handled late
+    assert _version(inventory) == "3"
+    view = inventory.view(KEY)
+    assert view is not None
+    assert view.body["spec"]["autoscaling"]["minReplicas"] == 3
+    inventory.put_service(_at(4, ready="3/3"))  # and nothing shadows what comes next
+    assert _version(inventory) == "4"

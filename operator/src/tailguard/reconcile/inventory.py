@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,12 @@ def _copy(value: Any) -> Any:
 #: is older; should it never deliver it (a re-list after the watch expired skips versions), the
 #: watch is trusted again after this long.
 WRITTEN_SHADOW_S = 60.0
+#: How many of a service's versions the watch delivered are remembered. A write's answer can be
+#: handled after the watch has delivered it and newer versions too (the write lands, the user
+#: changes the spec, both arrive before the writer's callback runs): an answer whose version the
+#: watch already delivered is no newer than the copy held. Versions are opaque strings, compared
+#: only for equality.
+DELIVERED_KEPT = 16
 
 
 def _version(obj: Manifest) -> str | None:
@@ -73,6 +80,8 @@ class Inventory:
         self._clock = clock
         #: Services whose copy is the answer to the operator's own write: (its version, when).
         self._written: dict[ServiceKey, tuple[str, float]] = {}
+        #: The versions of each service the watch delivered lately (newest last).
+        self._delivered: dict[ServiceKey, deque[str]] = {}
         self._services: dict[ServiceKey, Manifest] = {}
         self._deployments: dict[ServiceKey, Manifest] = {}
         self._pods: dict[ServiceKey, dict[str, Manifest]] = {}
@@ -81,10 +90,16 @@ class Inventory:
     def put_service(self, body: Manifest) -> None:
         """A version of an InferenceService from the watch: kept unless it predates one written."""
         key = _key(body)
+        version = _version(body)
+        if version is not None:
+            delivered = self._delivered.get(key)
+            if delivered is None:
+                delivered = self._delivered[key] = deque(maxlen=DELIVERED_KEPT)
+            delivered.append(version)
         shadow = self._written.get(key)
         if shadow is not None:
             written, at = shadow
-            if _version(body) == written:
+            if version == written:
                 del self._written[key]  # the watch has caught up; the copy held is this version
                 return
             if self._clock() - at <= WRITTEN_SHADOW_S:
@@ -94,11 +109,14 @@ class Inventory:
 
     def put_written(self, body: Manifest) -> None:
         """An InferenceService as the API server answered the operator's write to it: newer than
-        anything the watch has delivered. Ignored for a service no longer known (deleted
-        meanwhile) and for an answer without a version or a spec."""
+        anything the watch has delivered, unless the watch delivered this very version already
+        (then what it delivered since is newer, and the copy held stays). Ignored for a service no
+        longer known (deleted meanwhile) and for an answer without a version or a spec."""
         key = _key(body)
         version = _version(body)
         if key not in self._services or version is None or "spec" not in body:
+            return
+        if version in self._delivered.get(key, ()):
             return
         self._services[key] = _copy(body)
         self._written[key] = (version, self._clock())
@@ -106,6 +124,7 @@ class Inventory:
     def drop_service(self, key: ServiceKey) -> None:
         self._services.pop(key, None)
         self._written.pop(key, None)
+        self._delivered.pop(key, None)
 
     def put_deployment(self, body: Manifest) -> None:
         owner = _owner(body)
