@@ -576,6 +576,47 @@ def test_the_next_decision_starts_from_what_the_last_write_left_not_from_a_laggi
     assert view.body["metadata"]["resourceVersion"] != "2"
 
 
+def test_a_spec_change_the_watch_delivers_before_a_writes_answer_is_handled_stands() -> None:
+    fake = FakePrometheus(
+        answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
+    )
+    harness = Harness(fake)
+    harness.add(autoscaling={"maxReplicas": 8})
+    view = harness.inventory.view(("team-a", "chat"))
+    assert view is not None
+    body = copy.deepcopy(view.body)
+    body["metadata"]["resourceVersion"] = "1"
+    harness.cluster.add(body)
+    harness.inventory.put_service(body)
+    user_changes: list[int] = []
+
+    def then_the_user_changes_the_spec(write: Any) -> Any:
+        def landed_then_watched(*args: Any, **kwargs: Any) -> Any:
+            answer = write(*args, **kwargs)
+            # The watch delivers the write, then the user's change of the spec, both before the
+            # loop handles the write's answer (on the event loop, after this thread returns).
+            harness.inventory.put_service(copy.deepcopy(answer))
+            live = harness.cluster.objects[("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")]
+            user_changes.append(len(user_changes) + 5)
+            live["spec"]["autoscaling"]["maxReplicas"] = user_changes[-1]
+            live["metadata"]["resourceVersion"] = str(int(live["metadata"]["resourceVersion"]) + 1)
+            harness.inventory.put_service(copy.deepcopy(live))
+            return answer
+
+        return landed_then_watched
+
+    harness.cluster.patch_status = then_the_user_changes_the_spec(harness.cluster.patch_status)  # type: ignore[method-assign]
+    harness.cluster.patch_metadata = then_the_user_changes_the_spec(harness.cluster.patch_metadata)  # type: ignore[method-assign]
+    assert harness.run(NOW).writes > 0
+    assert user_changes, "something was written"
+    live = harness.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
+    view = harness.inventory.view(("team-a", "chat"))
+    assert live is not None
+    assert view is not None
+    assert view.body["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+    assert view.body["spec"]["autoscaling"]["maxReplicas"] == user_changes[-1], "not undone by an answer"
+
+
 def test_after_a_conflict_the_next_decision_waits_for_the_fresh_copy() -> None:
     harness, stale = _harness_with_a_stale_copy()
     assert harness.run(NOW).writes == 0, "the stale copy's write conflicts"
