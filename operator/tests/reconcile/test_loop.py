@@ -538,18 +538,24 @@ def test_services_with_the_same_interval_share_one_reading() -> None:
     assert [harness.run(NOW + t).decided for t in (21, 26, 31)] == [0, 0, 2]
 
 
-def test_the_next_decision_starts_from_what_the_last_write_left_not_from_a_lagging_watch() -> None:
-    fake = FakePrometheus(
-        answers(load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1))
-    )
+def _harness_whose_cluster_holds_the_service(fake: FakePrometheus) -> tuple[Harness, dict[str, Any]]:
+    """A service at version 1, held whole by the API server as the watch showed it."""
     harness = Harness(fake)
     harness.add(autoscaling={"maxReplicas": 8})
     view = harness.inventory.view(("team-a", "chat"))
     assert view is not None
     body = copy.deepcopy(view.body)
     body["metadata"]["resourceVersion"] = "1"
-    harness.cluster.add(body)  # the API server holds the whole object, as the watch showed it
+    harness.cluster.add(body)
     harness.inventory.put_service(body)
+    return harness, body
+
+
+def test_the_next_decision_starts_from_what_the_last_write_left_not_from_a_lagging_watch() -> None:
+    fake = FakePrometheus(
+        answers(load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1))
+    )
+    harness, body = _harness_whose_cluster_holds_the_service(fake)
     first = harness.run(NOW)
     assert first.writes > 0
     live = harness.cluster.get("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
@@ -580,14 +586,7 @@ def test_a_spec_change_the_watch_delivers_before_a_writes_answer_is_handled_stan
     fake = FakePrometheus(
         answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
     )
-    harness = Harness(fake)
-    harness.add(autoscaling={"maxReplicas": 8})
-    view = harness.inventory.view(("team-a", "chat"))
-    assert view is not None
-    body = copy.deepcopy(view.body)
-    body["metadata"]["resourceVersion"] = "1"
-    harness.cluster.add(body)
-    harness.inventory.put_service(body)
+    harness, _ = _harness_whose_cluster_holds_the_service(fake)
     user_changes: list[int] = []
 
     def then_the_user_changes_the_spec(write: Any) -> Any:
