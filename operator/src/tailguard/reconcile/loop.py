@@ -338,8 +338,8 @@ class ControlLoop:
     async def _read(self, report: CycleReport, now: float, due: int) -> MetricsReading | None:
         """A new reading for ``due`` services; ``None`` while readings fail for less than
         ``READ_FAILURE_GRACE_S`` (the services wait for the next, tried after ``READ_RETRY_S``)."""
-        waiting = self._failing_since is not None and now - self._failed_at < READ_RETRY_S
-        if waiting and self._failing_since is not None and now - self._failing_since < READ_FAILURE_GRACE_S:
+        since = self._failing_since
+        if since is not None and now - self._failed_at < READ_RETRY_S and now - since < READ_FAILURE_GRACE_S:
             return None
         metrics = await read_metrics(self.prometheus, self.scope, at=now)
         report.queries = len(all_queries(self.scope))
