@@ -274,6 +274,12 @@ def test_smaller_max_batch_raises_queueing_and_ttft(run_small: EngineRun, run_la
         f"{VllmMetric.QUEUE_TIME}: mean {mean_queue(small):.3f}s with --max-num-seqs={SMALL_BATCH} vs "
         f"{mean_queue(large):.3f}s with {LARGE_BATCH}:{both}"
     )
+    # The operator reads the same mean through Prometheus (its window covers the whole run).
+    for run in (small, large):
+        read = _signals(run).queue_time_mean_s
+        assert read == pytest.approx(mean_queue(run), rel=1e-6, abs=1e-9), (
+            f"{Signal.QUEUE_TIME_MEAN}: {read} through Prometheus, {mean_queue(run)} on /metrics:{both}"
+        )
 
     # TTFT at the median, not the p99: with 16 slots the tail is the prefill of a dozen concurrent
     # ~670-token prompts batched together, and it sat within 5% of the 2-slot tail over 480

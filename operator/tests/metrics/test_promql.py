@@ -19,6 +19,16 @@ def test_one_query_per_signal_whatever_the_number_of_services() -> None:
     assert all("by (namespace, inference_service" in q for q in queries.values())
 
 
+def test_queue_time_is_read_as_a_mean_per_service() -> None:
+    q = all_queries(QueryScope(rate_window="1m"))[Signal.QUEUE_TIME_MEAN]
+    assert q == (
+        "sum by (namespace, inference_service) "
+        '(rate(vllm:request_queue_time_seconds_sum{inference_service!=""}[1m])) / '
+        "sum by (namespace, inference_service) "
+        '(rate(vllm:request_queue_time_seconds_count{inference_service!=""}[1m]))'
+    )
+
+
 def test_histogram_query_keeps_le_and_sums_pods_and_engines() -> None:
     q = histogram_buckets(QueryScope(rate_window="1m"), VllmMetric.TTFT)
     assert q == (

@@ -69,6 +69,9 @@ def test_prometheus_rates_and_quantiles_follow_the_scrapes() -> None:
     assert obs.sample_time == 60.0
     assert obs.itl_mean_s is not None
     assert 0.005 < obs.itl_mean_s < 0.05
+    # 10 req/s on an idle engine: a request waits for the step in progress, not for a queue.
+    assert obs.queue_time_mean_s is not None
+    assert 0.0 <= obs.queue_time_mean_s < obs.itl_mean_s * 2
 
 
 def test_a_pod_that_starts_inside_the_window_adds_what_it_finished_not_its_rate() -> None:

@@ -27,6 +27,7 @@ class Signal(StrEnum):
     KV_CACHE_USAGE = "kv_cache_usage"
     PREEMPTION_RATE = "preemption_rate"
     ITL_MEAN = "itl_mean"
+    QUEUE_TIME_MEAN = "queue_time_mean"
     REPORTING_PODS = "reporting_pods"
     LAST_SAMPLE = "last_sample"
 
@@ -142,6 +143,7 @@ def all_queries(scope: QueryScope) -> dict[Signal, str]:
         Signal.KV_CACHE_USAGE: kv_cache_usage(scope),
         Signal.PREEMPTION_RATE: counter_rate(scope, VllmMetric.PREEMPTIONS),
         Signal.ITL_MEAN: histogram_mean(scope, VllmMetric.INTER_TOKEN_LATENCY),
+        Signal.QUEUE_TIME_MEAN: histogram_mean(scope, VllmMetric.QUEUE_TIME),
         Signal.REPORTING_PODS: reporting_pods(scope),
         Signal.LAST_SAMPLE: last_sample(scope),
     }

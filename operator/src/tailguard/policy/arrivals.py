@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tailguard.policy.observed import ReplicaFigures
+from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
 
@@ -111,6 +111,9 @@ def read_arrivals(
     # queue's tail, already gone.
     queued = waiting > max(1, replica.serving)
     queue_at = now if queued else state.queue_seen_at
+    # The gauge reads instants 15 s apart; a burst's queue can form and drain between two. The
+    # requests' queue time covers the whole window: a queue either one saw is a queue.
+    queue_gone = (queue_at is None or now - queue_at > config.rate_window_s) and not queue_waited(config, obs)
     return Arrivals(
         finished=rate,
         flowed=flowed,
@@ -121,9 +124,17 @@ def read_arrivals(
         jump_at=jump_at,
         queued=queued,
         queue_at=queue_at,
-        queue_gone=queue_at is None or now - queue_at > config.rate_window_s,
+        queue_gone=queue_gone,
         in_flight=history,
     )
+
+
+def queue_waited(config: PolicyConfig, obs: Observation) -> bool:
+    """The window's requests waited for their first step long enough to carry a p99 TTFT breach:
+    a mean wait of at least the 1% of the TTFT SLO that 1% of requests waiting the whole SLO would
+    give. Less cannot push the p99 over; an unmeasured queue time says nothing (false)."""
+    mean = obs.queue_time_mean_s
+    return mean is not None and math.isfinite(mean) and mean >= P99_ALLOWED * config.ttft_slo_s
 
 
 def _holt(state: PolicyState, observed: float, elapsed: float) -> tuple[float, float]:

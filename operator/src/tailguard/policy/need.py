@@ -22,7 +22,7 @@ from tailguard.policy.budget import (
     record_load,
 )
 from tailguard.policy.learning import ReplicaCapacity
-from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, fmt_ms, slo_held
+from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, finite, fmt_ms, slo_held
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig, Reason
 
@@ -193,6 +193,9 @@ def size_need(
     else:
         code = Reason.STEADY
     parts.extend(breaches or [slo_held(config, obs)])
+    if broken and finite(obs.queue_time_mean_s):
+        # Queueing or the prompts' own prefill: what the breach is made of.
+        parts.append(f"requests waited {fmt_ms(obs.queue_time_mean_s)} for a slot on average")
     said = f"load {demand:.1f} req/s"
     if ahead.forecast > demand * 1.01:
         said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"

@@ -77,6 +77,10 @@ class EngineFigures:
     #: over ``rate(..._count)``, the mean engine step. Optional; the capacity model learns
     #: the step-time curve only when it is there.
     itl_mean_s: float | None = None
+    #: Mean seconds a request waited for its first engine step over the window:
+    #: ``rate(vllm:request_queue_time_seconds_sum)`` over ``rate(..._count)``. Optional; it tells
+    #: a queue the waiting gauge missed between two scrapes.
+    queue_time_mean_s: float | None = None
     ttft_within_slo: float | None = None
     tpot_within_slo: float | None = None
     goodput: float | None = None

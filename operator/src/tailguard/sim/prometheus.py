@@ -165,6 +165,9 @@ class ModelledPrometheus:
         itl_sum = self.counter_rate(now, window_s, lambda s: s.itl_sum)
         itl_count = self.counter_rate(now, window_s, lambda s: float(s.itl[-1][1]))
         itl_mean = itl_sum / itl_count if itl_sum is not None and itl_count else None
+        queue_sum = self.counter_rate(now, window_s, lambda s: s.queue_sum)
+        queue_count = self.counter_rate(now, window_s, lambda s: float(s.queue[-1][1]))
+        queue_mean = queue_sum / queue_count if queue_sum is not None and queue_count else None
         latest = self.latest(now)
         newest = max((s.time for s in latest.values()), default=None)
         return Observation(
@@ -172,6 +175,7 @@ class ModelledPrometheus:
             p99_ttft_s=figures.p99_ttft_s,
             p99_tpot_s=figures.p99_tpot_s,
             itl_mean_s=itl_mean,
+            queue_time_mean_s=queue_mean,
             ttft_within_slo=figures.ttft_within_slo,
             tpot_within_slo=figures.tpot_within_slo,
             goodput=figures.goodput,
