@@ -91,6 +91,61 @@ def test_a_lower_target_never_holds_more(loads: list[float], targets: tuple[floa
     assert low.peak <= high.peak
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    loads=st.lists(st.floats(0.0, 500.0), min_size=20, max_size=120),
+    targets=st.tuples(st.sampled_from([0.8, 0.9, 0.95]), st.sampled_from([0.99, 0.995, 0.999])),
+    now=st.floats(0.0, 500.0),
+    gain=st.floats(GAIN_MIN, GAIN_MAX),
+)
+def test_a_lower_target_never_holds_a_larger_load(
+    loads: list[float], targets: tuple[float, float], now: float, gain: float
+) -> None:
+    memory = replace(_memory(loads), gain=gain)
+    low, high = (headroom(memory, budget=1.0 - t).held(now)[0] for t in targets)
+    assert low <= high + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("target", "share"),
+    [
+        pytest.param(0.99, None, id="a 1% budget: no floor"),
+        pytest.param(0.995, None, id="a smaller budget: no floor"),
+        pytest.param(0.95, 0.96, id="5%: at least 96% of the 1% budget's hold"),
+        pytest.param(0.90, 0.91, id="10%: at least 91%"),
+    ],
+)
+def test_a_larger_budget_keeps_the_share_of_the_burst_its_misses_could_pay_for(
+    target: float, share: float | None
+) -> None:
+    """Calm at 10 req/s with a minute's burst to 40 every twenty: at a 5% budget and a gain of 8
+    the quantile (p60) falls below the bursts' share of the requests and holds no jump at all;
+    every burst would then break the SLO for far more than 5% of the requests."""
+    rare = ([10.0] * 76 + [40.0] * 4) * 5
+    memory = replace(_memory(rare), gain=GAIN_MAX)
+    strict = headroom(memory, budget=0.01)
+    room = headroom(memory, budget=1.0 - target)
+    held, floored = room.held(10.0)
+    if share is None:
+        assert room.floor_share == 0.0
+        assert not floored
+        return
+    assert room.ratio < 1.5, "the quantile alone holds (almost) no jump"
+    assert floored
+    assert held == pytest.approx(share * strict.held(10.0)[0])
+    assert held >= 10.0 * 3.0, "the burst stays held"
+
+
+def test_the_reason_says_when_the_floor_holds() -> None:
+    run = Run(config=replace(CONFIG, budget_headroom=True, goodput_target=0.95, max_replicas=32), replicas=4)
+    for minute in range(120):
+        burst = minute % 20 == 19
+        run.hold(lambda n, b=burst: healthy(200.0 if b else 50.0, n), 60.0)
+    run.state = replace(run.state, budget=replace(run.state.budget, gain=GAIN_MAX))
+    decision = run.hold(lambda n: healthy(50.0, n), 60.0)
+    assert "of the 1% budget's hold" in decision.reason, decision.reason
+
+
 def test_the_histogram_stays_bounded_however_long_the_history() -> None:
     memory = _memory(_bursts(10.0, 40.0, 600))
     assert len(memory.jumps) == BUCKETS

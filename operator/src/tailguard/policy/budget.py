@@ -47,6 +47,9 @@ GAIN_MIN, GAIN_QUANTILE_MIN, GAIN_MAX = 1.0 / 64.0, 0.25, 8.0
 GAIN_RATE_PER_H = 1.5
 #: Requests (weight) a histogram needs before its quantile is trusted.
 MIN_WEIGHT = 200.0
+#: The budget of a 99% target: a larger budget holds at least ``1 − (budget − STRICT_BUDGET)``
+#: of what this one would (``Headroom.held``).
+STRICT_BUDGET = 0.01
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,18 @@ class Headroom:
     learned: bool
     burn_short: float | None
     burn_long: float | None
+    #: The hold a 1% budget would keep with the same history and gain (``ratio``, ``peak``, its
+    #: quantile) and the share of it a larger budget keeps at least (0: no floor).
+    floor_ratio: float = 1.0
+    floor_peak: float = 0.0
+    floor_quantile: float = 0.0
+    floor_share: float = 0.0
+
+    def held(self, load: float) -> tuple[float, bool]:
+        """The load to hold for at ``load`` now, and whether the floor set it."""
+        held = min(load * self.ratio, max(self.peak, load))
+        floor = self.floor_share * min(load * self.floor_ratio, max(self.floor_peak, load))
+        return max(held, floor) * self.margin, floor > held
 
 
 def _bucket(ratio: float) -> int:
@@ -213,13 +228,38 @@ def adjust_gain(
 def headroom(memory: BudgetMemory, budget: float) -> Headroom:
     """The jump and the peak to hold for: the ``1 − budget·gain`` request-weighted quantiles of the
     history. The load to hold is ``min(load × ratio, peak)``."""
-    quantile = min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * max(memory.gain, GAIN_QUANTILE_MIN)))
+    quantile = _quantile(budget, memory.gain)
     margin = max(1.0, (GAIN_QUANTILE_MIN / max(memory.gain, GAIN_MIN)) ** 0.25)
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)
     if sum(memory.jumps) < MIN_WEIGHT or len(memory.peaks) != PEAK_BUCKETS:
         return Headroom(1.0, margin, math.inf, quantile, False, short, long)
+    ratio, peak = _quantiles(memory, quantile)
+    room = Headroom(ratio, margin, peak, quantile, True, short, long)
+    strict = _quantile(STRICT_BUDGET, memory.gain)
+    if budget <= STRICT_BUDGET * (1.0 + 1e-9) or strict <= quantile:
+        return room
+    # A larger budget reads a lower quantile, and the gain learned at one quantile says little
+    # of another: where the history's jumps are bimodal (a calm and its bursts), a quantile
+    # below the bursts' share drops the burst from the hold and every burst breaks the SLO for
+    # far more requests than the budget allows. So a larger budget keeps at least the share
+    # of the 1% budget's hold that its extra misses could pay for.
+    floor_ratio, floor_peak = _quantiles(memory, strict)
+    return replace(
+        room,
+        floor_ratio=floor_ratio,
+        floor_peak=floor_peak,
+        floor_quantile=strict,
+        floor_share=1.0 - (budget - STRICT_BUDGET),
+    )
+
+
+def _quantile(budget: float, gain: float) -> float:
+    return min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * max(gain, GAIN_QUANTILE_MIN)))
+
+
+def _quantiles(memory: BudgetMemory, quantile: float) -> tuple[float, float]:
+    """The jump ratio and the peak load at ``quantile`` of the history."""
     index = _quantile_index(memory.jumps, quantile)
     ratio = 1.0 if index == 0 else _bucket_top(index)
-    peak = _peak_top(_quantile_index(memory.peaks, quantile))
-    return Headroom(ratio, margin, peak, quantile, True, short, long)
+    return ratio, _peak_top(_quantile_index(memory.peaks, quantile))

@@ -139,8 +139,9 @@ def size_need(
     )
     hold: int | None = None
     held_load = 0.0
+    floored = False
     if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
-        held_load = min(ahead.measured * room.ratio, max(room.peak, ahead.measured)) * room.margin
+        held_load, floored = room.held(ahead.measured)
         hold = ceil_replicas(held_load / healthy)
     parts: list[str] = []
     per_replica = cap.per_replica
@@ -201,7 +202,7 @@ def size_need(
         said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"
     parts.append(said)
     if holding:
-        parts.append(_holding_sentence(hold, held_load, room, startup))
+        parts.append(_holding_sentence(hold, held_load, room, startup, floored))
     if cap.saturated:
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
@@ -209,9 +210,13 @@ def size_need(
     return Need(recommended, code, tuple(parts), sized, memory)
 
 
-def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: float) -> str:
+def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool) -> str:
     burn = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
-    return (
-        f"holding {hold} for {load:.1f} req/s: p{room.quantile * 100:.4g} of the load within "
-        f"{startup_s:.0f} s in its history{burn}"
-    )
+    what = f"p{room.quantile * 100:.4g} of the load within {startup_s:.0f} s in its history"
+    if floored:
+        # A larger budget sheds at most its extra misses' share of what a 1% budget holds.
+        what = (
+            f"{room.floor_share:.0%} of the 1% budget's hold, p{room.floor_quantile * 100:.4g} "
+            f"of the load within {startup_s:.0f} s"
+        )
+    return f"holding {hold} for {load:.1f} req/s: {what}{burn}"
