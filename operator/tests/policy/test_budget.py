@@ -164,11 +164,11 @@ def test_burn_rate_needs_enough_requests_to_tell() -> None:
     assert burn_rate(5, 10, 0.01) is None
 
 
-def _gain_after(good_share: float, hours: float, start: float = 1.0) -> float:
+def _gain_after(good_share: float, hours: float, start: float = 1.0, *, own_fleet: bool = True) -> float:
     memory = BudgetMemory(gain=start)
     for _ in range(int(hours * 3600 / STEP)):
         memory = record_attainment(memory, good_share, 50.0, STEP)
-        memory = adjust_gain(memory, 0.01, STEP)
+        memory = adjust_gain(memory, 0.01, STEP, own_fleet=own_fleet)
     return memory.gain
 
 
@@ -176,6 +176,33 @@ def test_burning_too_fast_raises_the_headroom_and_slack_lowers_it() -> None:
     assert _gain_after(0.95, 1.0) < 1.0  # burning at 5×: a higher quantile (less gain)
     assert _gain_after(0.9999, 1.0) > 1.0  # burning at 0.01×: a lower quantile
     assert _gain_after(0.993, 1.0) == pytest.approx(1.0)  # at 0.7×: left alone
+
+
+def test_a_fleet_larger_than_the_policy_asked_for_teaches_no_slack() -> None:
+    # Met with room for an hour, but on a fleet held above the policy's need: no evidence that
+    # less headroom would do. Burning still raises the headroom: that evidence stands.
+    assert _gain_after(0.9999, 1.0, own_fleet=False) == pytest.approx(1.0)
+    assert _gain_after(0.95, 1.0, own_fleet=False) < 1.0
+
+
+def test_a_floor_above_the_need_leaves_the_headroom_as_learned() -> None:
+    """An hour of bursts served by a fleet that ``minReplicas`` holds above the need misses
+    nothing; with the floor gone, the hold is what the policy learned before, not thinner."""
+    bursty = replace(CONFIG, budget_headroom=True, max_replicas=32)
+
+    def hour(run: Run) -> Run:
+        for minute in range(60):
+            burst = minute % 20 == 19
+            run.hold(lambda n, b=burst: healthy(200.0 if b else 50.0, n), 60.0)
+        return run
+
+    history = hour(Run(config=bursty, replicas=4))
+    # The history learned, at a gain of 1 (the hour above met the SLO and relaxed it to its cap).
+    learned = replace(history.state, budget=replace(history.state.budget, gain=1.0))
+    floored = hour(Run(config=replace(bursty, min_replicas=24), replicas=24, state=learned, now=history.now))
+    assert floored.state.budget.gain == pytest.approx(1.0), "a fleet the policy did not size taught nothing"
+    free = hour(Run(config=bursty, replicas=history.replicas, state=learned, now=history.now))
+    assert free.state.budget.gain > 1.5, "its own fleet, met with room: the headroom relaxes"
 
 
 def test_the_gain_stays_within_its_bounds_and_comes_back() -> None:

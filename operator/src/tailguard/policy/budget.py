@@ -200,13 +200,21 @@ def burn_rate(good: float, total: float, budget: float) -> float | None:
 
 
 def adjust_gain(
-    memory: BudgetMemory, budget: float, elapsed_s: float, missing_now: bool = True
+    memory: BudgetMemory,
+    budget: float,
+    elapsed_s: float,
+    missing_now: bool = True,
+    own_fleet: bool = True,
 ) -> BudgetMemory:
     """The outer loop: more headroom while the budget burns too fast, less while it lasts.
 
     ``missing_now``: the newest window itself is under the target. Headroom grows only then (and
     while both windows burn): the decayed windows remember a big miss for many minutes after the
     fleet has caught up, and growing on that memory alone winds it up for nothing.
+    ``own_fleet``: the fleet serving is no larger than what the policy last asked for. Headroom
+    shrinks only then: a fleet held above the policy's need (``minReplicas``, a schedule's floor,
+    a ``DryRun`` beside a fixed fleet) meets the SLO whatever headroom the policy would hold, and
+    learning from it would leave the headroom too thin once the fleet is the policy's again.
     """
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)
@@ -217,7 +225,7 @@ def adjust_gain(
     if short > 1.0 and long > 1.0 and missing_now:
         # Burning faster than it accrues: more headroom, the faster the more it burns.
         gain *= math.exp(-2.0 * step * min(2.0, math.log(min(short, long)) + 0.5))
-    elif short < 0.5:
+    elif short < 0.5 and own_fleet:
         # The last minutes spent under half of it: less headroom, at a pace that grows with the
         # slack. The short window alone decides: after one bad hour the long one would keep the
         # headroom wound up for another hour whatever the fleet does now.

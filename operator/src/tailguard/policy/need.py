@@ -106,7 +106,12 @@ def _learn_budget(
     memory = record_load(state.budget, now, 0.0 if idle else demand, elapsed, startup)
     good_now = _good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
-    memory = adjust_gain(memory, budget, elapsed, good_now is not None and good_now < config.goodput_target)
+    missing_now = good_now is not None and good_now < config.goodput_target
+    # What the policy asked for at the last decision, before any limit (the scale-down window's
+    # newest entry): a larger fleet serving now was not sized by it.
+    asked = state.recommendations[-1][1] if state.recommendations else None
+    own_fleet = asked is None or obs.ready_replicas <= asked
+    memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet)
     return memory, headroom(memory, budget), startup
 
 
