@@ -155,8 +155,7 @@ def test_a_step_to_triple_load_scales_up_once_and_fast(
         return [
             later["message"]
             for later in events(kube, namespace, "Scaled")[1:]
-            if dt.datetime.fromisoformat(str(later["lastTimestamp"]).replace("Z", "+00:00")).timestamp()
-            < ready_at - 1.0
+            if _since_epoch(str(later["lastTimestamp"])) < ready_at - 1.0
         ]
 
     stays(

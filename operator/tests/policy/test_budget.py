@@ -60,7 +60,8 @@ def test_the_jump_held_is_the_one_the_history_shows(
 def test_a_burst_under_way_is_not_multiplied_by_the_jump_into_it() -> None:
     room = headroom(_memory(_bursts(10.0, 40.0, 50)), budget=0.01)
     # At the burst's level the peak caps what is held: about the burst, not four times it.
-    held = min(40.0 * room.ratio, max(room.peak, 40.0))
+    held, floored = room.held(40.0)
+    assert not floored
     assert 40.0 <= held <= 40.0 * 1.15, room
 
 

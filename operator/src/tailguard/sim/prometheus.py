@@ -144,6 +144,17 @@ class ModelledPrometheus:
             return None
         return list(zip(bounds, total, strict=True))
 
+    def histogram_mean(
+        self,
+        now: float,
+        window_s: float,
+        histogram: Callable[[EngineSnapshot], tuple[float, tuple[tuple[float, int], ...]]],
+    ) -> float | None:
+        """``sum(rate(x_sum[window])) / sum(rate(x_count[window]))``; ``None`` without a count."""
+        total = self.counter_rate(now, window_s, lambda s: histogram(s)[0])
+        count = self.counter_rate(now, window_s, lambda s: float(histogram(s)[1][-1][1]))
+        return total / count if total is not None and count else None
+
     # -- what the operator reads ---------------------------------------------------------------
 
     def observe(
@@ -162,12 +173,8 @@ class ModelledPrometheus:
             ttft_slo_s=ttft_slo_s,
             tpot_slo_s=tpot_slo_s,
         )
-        itl_sum = self.counter_rate(now, window_s, lambda s: s.itl_sum)
-        itl_count = self.counter_rate(now, window_s, lambda s: float(s.itl[-1][1]))
-        itl_mean = itl_sum / itl_count if itl_sum is not None and itl_count else None
-        queue_sum = self.counter_rate(now, window_s, lambda s: s.queue_sum)
-        queue_count = self.counter_rate(now, window_s, lambda s: float(s.queue[-1][1]))
-        queue_mean = queue_sum / queue_count if queue_sum is not None and queue_count else None
+        itl_mean = self.histogram_mean(now, window_s, lambda s: (s.itl_sum, s.itl))
+        queue_mean = self.histogram_mean(now, window_s, lambda s: (s.queue_sum, s.queue))
         latest = self.latest(now)
         newest = max((s.time for s in latest.values()), default=None)
         return Observation(
