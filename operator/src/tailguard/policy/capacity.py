@@ -26,8 +26,9 @@ finish per step and as many prompts are prefilled, so the mean step at batch N i
 and by Little's law the replica finishes λ(N) = N / (out·τ̄(N)) = 1 / (out·τ_d(N)/N + γ·P)
 requests per second, τ_d = α + β·N being the decode part. The prompt share of engine time is
 γ·P·λ. The sustainable batch N* is the smallest of: ``batch_fill`` × max batch (beyond it
-requests queue for a slot), the batch whose mean step keeps p99 TPOT under its SLO, the batch the
-KV cache holds, and the batch at which p99 TTFT (queueing behind other prompts + the prefill
+requests queue for a slot), the batch whose mean step, plus the learned offset and the prompt
+chunks' interference (:func:`interference_s`), keeps p99 TPOT under its SLO, the batch the KV
+cache holds, and the batch at which p99 TTFT (queueing behind other prompts + the prefill
 itself, see :func:`ttft_p99`) reaches its SLO. Capacity is λ(N*), scaled by a correction learned
 from breaches.
 
@@ -38,6 +39,7 @@ current mix and a prompt counts as one more decode step, as it did before γ was
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 FIT_HALF_LIFE_S = 1800.0
@@ -182,6 +184,27 @@ PREFILL_BUDGET = 2048.0
 _QUEUE_SHAPE = 0.75
 #: Share of the TTFT SLO the modelled p99 may use (the rest absorbs what the model leaves out).
 _TTFT_BUDGET = 0.9
+#: Prompt chunks share the steps of the requests decoding, so a request whose few output tokens
+#: meet one or two prefills has a TPOT far above the mean step. Over the window's requests the p99
+#: sits about ``INTERFERENCE`` · S · √ρ / (1 − ρ)³ above the mean step, S = γ·P being one prompt's
+#: prefill and ρ the prefill occupancy. Measured in the simulator's engine (calibration.md's
+#: H100 8B profile, Poisson arrivals, four replicas) on three mixes: 2,000-token prompts with
+#: 30-token answers 0.9–1.1, 462 with 16 0.8–0.9, 600 with 220 0.55–0.75, from ρ 0.02 to 0.4.
+INTERFERENCE = 0.8
+
+
+def interference_s(model: StepModel, rate: float, prompt_tokens: float) -> float:
+    """How far p99 TPOT runs above the mean step because of prompt chunks, at ``rate`` requests
+    per second of ``prompt_tokens`` each on one replica."""
+    prompt = max(0.0, prompt_tokens)
+    rho = rate * model.gamma * prompt
+    if rho <= 0.0:
+        return 0.0
+    if rho >= 1.0:
+        return math.inf
+    # A longer prompt is prefilled a budget's worth per step: no one step stalls for all of it.
+    chunk = model.gamma * min(prompt, PREFILL_BUDGET)
+    return INTERFERENCE * chunk * math.sqrt(rho) / (1.0 - rho) ** 3
 
 
 def ttft_p99(model: StepModel, batch: float, rate: float, prompt_tokens: float) -> float:
@@ -220,10 +243,14 @@ class Capacity:
     prefill_tokens_per_s: float | None = None
     #: What the figure could not use, for the reason sentence.
     note: str | None = None
+    #: How far the prompts' chunks lift p99 TPOT above the mean step at this rate.
+    interference_s: float = 0.0
 
     def explain(self) -> str:
         """The bound in words: 'bound by prefill: …; TTFT SLO: batch 12 at 64 ms/step'."""
         limit = f"{self.bound}: batch {self.batch:.0f} at {self.step_s * 1e3:.0f} ms/step"
+        if self.bound == "TPOT SLO" and self.interference_s >= 0.001:
+            limit += f", prompt chunks add {self.interference_s * 1e3:.0f} ms to p99 TPOT"
         prompts = self.prompt_tokens is not None and self.prefill_tokens_per_s
         if prompts and (self.prefill_share >= 0.5 or self.bound == "TTFT SLO"):
             # Prompts queueing for their prefill is what holds TTFT, or they take most of the time.
@@ -267,7 +294,16 @@ def capacity(
     out = max(1.0, output_tokens)
     prompt = max(0.0, prompt_tokens) if prompt_tokens is not None else None
     mix = model.for_mix(prompt, out) if prompt is not None else model
+
+    def rate_at(n: float) -> float:
+        if prompt is None:
+            # a prompt costs about one more decode step (β carries the rest of the mix)
+            return n / ((out + 1.0) * model.step(n))
+        return n / (out * mix.step(n))
+
     limits = [(batch_fill * max_batch, "max batch")]
+    if kv_per_seq is not None and kv_per_seq > 0:
+        limits.append((0.9 / kv_per_seq, "KV cache"))
     if tpot_slo_s is not None:
         budget = 0.9 * tpot_slo_s
         allowed = (
@@ -275,19 +311,19 @@ def capacity(
             if tpot_offset_s is not None
             else mix.batch_for_step(budget / 1.25)
         )
+        if prompt is not None and model.gamma > 0:
+            allowed = _interference_bound(
+                mix,
+                budget,
+                tpot_offset_s,
+                min([allowed] + [n for n, _ in limits]),
+                lambda n: interference_s(model, rate_at(n), prompt),
+            )
         if tpot_ok_now and batch_now is not None:
             allowed = max(allowed, batch_now)
         limits.append((allowed, "TPOT SLO"))
-    if kv_per_seq is not None and kv_per_seq > 0:
-        limits.append((0.9 / kv_per_seq, "KV cache"))
     batch, bound = min(limits, key=lambda item: item[0])
     batch = max(1.0, batch)
-
-    def rate_at(n: float) -> float:
-        if prompt is None:
-            # a prompt costs about one more decode step (β carries the rest of the mix)
-            return n / ((out + 1.0) * model.step(n))
-        return n / (out * mix.step(n))
 
     if ttft_slo_s is not None and prompt is not None:
         target = _TTFT_BUDGET * ttft_slo_s
@@ -307,4 +343,33 @@ def capacity(
     if prompt is not None:
         share = min(1.0, rate * model.gamma * prompt)
         per_s = 1.0 / model.gamma if model.gamma > 0 else None
-    return Capacity(rate, batch, mix.step(batch), bound, prompt, share, per_s, note)
+    lift = interference_s(model, rate, prompt) if prompt is not None and tpot_slo_s is not None else 0.0
+    return Capacity(rate, batch, mix.step(batch), bound, prompt, share, per_s, note, lift)
+
+
+def _interference_bound(
+    mix: StepModel,
+    budget_s: float,
+    offset_s: float | None,
+    upper: float,
+    interference_at: Callable[[float], float],
+) -> float:
+    """The largest batch up to ``upper`` whose modelled p99 TPOT (the mean step, the learned
+    offset or a quarter of the step, and the prompts' interference at that batch's rate) stays
+    within ``budget_s``. Both the step and the rate grow with the batch: bisect."""
+
+    def p99(n: float) -> float:
+        step = mix.step(n)
+        offset = offset_s if offset_s is not None else 0.25 * step
+        return step + offset + interference_at(n)
+
+    if not math.isfinite(upper) or upper <= 0.0 or p99(upper) <= budget_s:
+        return upper
+    lo, hi = 0.0, upper
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if mid > 0 and p99(mid) <= budget_s:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -19,6 +19,7 @@ from tailguard.policy.capacity import (
     anchored_model,
     capacity,
     implied_base,
+    interference_s,
     step_model,
     update_fit,
     update_prefill_fit,
@@ -92,7 +93,7 @@ def learn_engine(
         step_floor_s=floor,
         prompt_tokens=prompt_tokens,
         output_tokens=out_tokens,
-        tpot_offset_s=_tpot_offset(config, state, obs, replica, broken),
+        tpot_offset_s=_tpot_offset(config, state, obs, replica, broken, prompt_tokens),
         tpot_ok=(
             config.tpot_slo_s is not None
             and obs.p99_tpot_s is not None
@@ -104,11 +105,17 @@ def learn_engine(
 
 
 def _tpot_offset(
-    config: PolicyConfig, state: PolicyState, obs: Observation, replica: ReplicaFigures, broken: bool
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    replica: ReplicaFigures,
+    broken: bool,
+    prompt_tokens: float | None,
 ) -> float | None:
-    """How far p99 TPOT runs above the mean step, learned only near the SLO: far below it the p99
-    sits in a wide bucket and its interpolation says little; in a breach the queue's prefill
-    storms widen it."""
+    """How far p99 TPOT runs above the mean step beyond what the prompts' interference at this
+    window's rate explains (:func:`~tailguard.policy.capacity.interference_s`), learned only near
+    the SLO: far below it the p99 sits in a wide bucket and its interpolation says little; in a
+    breach the queue's prefill storms widen it."""
     offset = state.tpot_offset_s
     slo, tpot = config.tpot_slo_s, obs.p99_tpot_s
     if (
@@ -120,8 +127,19 @@ def _tpot_offset(
         and not broken
         and (obs.waiting or 0.0) <= 0
     ):
-        offset = _ewma(offset, min(slo, max(0.0, tpot - replica.step_s)), 0.2)
+        explained = _interference_now(state, replica, prompt_tokens)
+        offset = _ewma(offset, min(slo, max(0.0, tpot - replica.step_s - min(slo, explained))), 0.2)
     return offset
+
+
+def _interference_now(state: PolicyState, replica: ReplicaFigures, prompt_tokens: float | None) -> float:
+    """The modelled interference of this window's prompts at its rate per replica."""
+    if prompt_tokens is None or not replica.per_replica_rate:
+        return 0.0
+    known = step_model(state.fit, state.step_floor_s, state.prefill_fit)
+    if known is None:
+        return 0.0
+    return interference_s(known, replica.per_replica_rate, prompt_tokens)
 
 
 @dataclass(frozen=True)

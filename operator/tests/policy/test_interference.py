@@ -1,0 +1,163 @@
+"""Prompt chunks in the decode steps: how far they lift p99 TPOT above the mean step, and the
+capacity a TPOT SLO then allows."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+
+import pytest
+
+from tailguard.policy import PolicyState, decide
+from tailguard.policy.capacity import INTERFERENCE, StepModel, capacity, interference_s, step_model
+from tailguard.policy.types import PolicyConfig
+
+from .helpers import healthy
+
+# An 8B replica on one H100: a 7 ms base step, 0.1 ms per sequence, 50k prompt tokens per second.
+MODEL = StepModel(0.007, 0.0001, True, 1.0 / 50_000, True)
+
+
+@pytest.mark.parametrize(
+    ("rate", "prompt", "expected"),
+    [
+        (0.0, 2000.0, 0.0),
+        (5.0, 0.0, 0.0),
+        # S = 40 ms, ρ = 0.2: 0.8 · 40 ms · √0.2 / 0.8³
+        (5.0, 2000.0, INTERFERENCE * 0.04 * math.sqrt(0.2) / 0.8**3),
+        (25.0, 2000.0, math.inf),  # the prompts alone need the whole engine
+    ],
+    ids=["no load", "no prompts", "one fifth prefilling", "saturated"],
+)
+def test_interference_is_the_prefill_of_one_prompt_scaled_by_the_occupancy(
+    rate: float, prompt: float, expected: float
+) -> None:
+    got = interference_s(MODEL, rate, prompt)
+    assert got == pytest.approx(expected), f"{got * 1e3:.2f} ms, expected {expected * 1e3:.2f} ms"
+
+
+def test_interference_grows_faster_than_the_load() -> None:
+    lifts = [interference_s(MODEL, rate, 2000.0) for rate in (1.0, 2.0, 4.0, 8.0)]
+    ratios = [b / a for a, b in itertools.pairwise(lifts)]
+    # √ρ alone would give 1.41 per doubling; the (1 − ρ)³ makes each doubling dearer than the last.
+    assert all(r > math.sqrt(2.0) for r in ratios), ratios
+    assert ratios == sorted(ratios), ratios
+
+
+@dataclass(frozen=True)
+class Mix:
+    name: str
+    prompt: float
+    output: float
+    #: The TPOT-bound capacity with interference, as a share of the one without: at most this.
+    at_most: float
+    #: ... and at least this.
+    at_least: float
+
+
+MIXES = [
+    # Code completion: 2,000-token prompts, 30-token answers. A prompt's prefill (40 ms) is most
+    # of a 50 ms SLO; the mean step alone would allow several times the rate.
+    Mix("prompt-heavy", 2000.0, 30.0, 0.5, 0.0),
+    # Chat: prompts of 600 tokens (12 ms) between 220-token answers barely move the tail.
+    Mix("balanced", 600.0, 220.0, 1.0, 0.8),
+    # Short prompts, long answers: nothing changes.
+    Mix("decode-heavy", 150.0, 500.0, 1.0, 0.97),
+]
+
+
+def _tpot_capacity(mix: Mix, model: StepModel) -> float:
+    return capacity(
+        model,
+        output_tokens=mix.output,
+        prompt_tokens=mix.prompt,
+        max_batch=256,
+        batch_fill=0.85,
+        tpot_slo_s=0.05,
+        tpot_offset_s=0.002,
+        kv_per_seq=None,
+    ).rate
+
+
+@pytest.mark.parametrize("mix", MIXES, ids=lambda m: m.name)
+def test_a_tpot_slo_allows_less_where_prompts_interfere(mix: Mix) -> None:
+    with_prompts = _tpot_capacity(mix, MODEL)
+    # What the mean step alone allows (the prompts' share of each step and nothing more): the
+    # largest batch whose mean step and offset fit 90% of the SLO, at that batch's rate.
+    line = MODEL.for_mix(mix.prompt, mix.output)
+    batch = min(0.85 * 256, line.batch_for_step(0.9 * 0.05 - 0.002))
+    mean_only = batch / (mix.output * line.step(batch))
+    assert with_prompts <= mean_only * mix.at_most + 1e-9, (with_prompts, mean_only)
+    assert with_prompts >= mean_only * mix.at_least - 1e-9, (with_prompts, mean_only)
+
+
+def test_the_tpot_bound_keeps_the_modelled_p99_within_the_budget() -> None:
+    cap = capacity(
+        MODEL,
+        output_tokens=30.0,
+        prompt_tokens=2000.0,
+        max_batch=256,
+        batch_fill=0.85,
+        tpot_slo_s=0.05,
+        tpot_offset_s=0.002,
+        kv_per_seq=None,
+    )
+    assert cap.bound == "TPOT SLO"
+    p99 = cap.step_s + 0.002 + interference_s(MODEL, cap.rate, 2000.0)
+    assert p99 == pytest.approx(0.9 * 0.05, rel=1e-6), f"{p99 * 1e3:.2f} ms"
+    # About five requests per second per replica: where the simulator's replicas of this mix keep
+    # 99% of TPOTs within 50 ms (0.9953 at 4 req/s, 0.986 at 6).
+    assert 4.0 < cap.rate < 7.0, cap.rate
+
+
+def test_the_reason_says_what_the_prompt_chunks_add_to_p99_tpot() -> None:
+    cap = capacity(
+        MODEL,
+        output_tokens=30.0,
+        prompt_tokens=2000.0,
+        max_batch=256,
+        batch_fill=0.85,
+        tpot_slo_s=0.05,
+        tpot_offset_s=0.002,
+        kv_per_seq=None,
+    )
+    lift_ms = interference_s(MODEL, cap.rate, 2000.0) * 1e3
+    assert f"prompt chunks add {lift_ms:.0f} ms to p99 TPOT" in cap.explain(), cap.explain()
+    assert lift_ms > 20.0
+
+
+def test_a_prompt_longer_than_a_step_stalls_each_step_by_one_budget_only() -> None:
+    # Same occupancy (ρ = 0.2), prompts 24 times as long: each step carries a budget's worth.
+    short = interference_s(MODEL, 5.0, 2000.0)
+    long = interference_s(MODEL, 5.0 / 24.0, 48_000.0)
+    assert long == pytest.approx(short * 2048.0 / 2000.0), (short, long)
+
+
+def test_the_learned_offset_leaves_out_what_the_interference_explains() -> None:
+    """Windows whose p99 TPOT is the mean step plus the modelled interference teach no offset:
+    counting the interference twice would halve the capacity of every prompt-heavy service."""
+    config = PolicyConfig(min_replicas=1, max_replicas=64, ttft_slo_s=1.0, tpot_slo_s=0.05)
+    state = PolicyState()
+    lifts = []
+    for i in range(40):
+        now = 1000.0 + 15 * i
+        per = 2.0  # requests per second per replica, 2,000 prompt tokens each
+        step = (0.007 + 0.0001 * 4.0) / (1.0 - 0.00003 * per * 2000.0)
+        known = step_model(state.fit, state.step_floor_s, state.prefill_fit)
+        lift = interference_s(known, per, 2000.0) if known is not None else 0.0
+        lifts.append(lift)
+        obs = replace(
+            healthy(8 * per, 8),
+            sample_time=now - 5.0,
+            prompt_token_rate=8 * per * 2000.0,
+            generation_token_rate=8 * per * 30.0,
+            itl_mean_s=step,
+            running=per * 30.0 * step * 8,
+            p99_tpot_s=step + lift + 0.001,
+            desired_replicas=8,
+        )
+        _decision, state = decide(config, state, obs, now)
+    assert lifts[-1] > 0.01, lifts[-1]  # the interference is most of the gap ...
+    assert state.tpot_offset_s is not None
+    assert state.tpot_offset_s < 0.004, state.tpot_offset_s  # ... and the offset the rest
