@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from policy.helpers import CONFIG, Run, healthy
@@ -42,3 +44,17 @@ def test_state_stays_small() -> None:
     for i in range(200):
         run.step(healthy(40 + (i % 7) * 10, run.replicas))
     assert len(run.state.to_json()) < 2048
+
+
+def test_a_jump_histogram_written_before_it_reached_78x_is_kept() -> None:
+    """An annotation from before the histogram grew from 32 buckets to 48 keeps its history: the
+    same buckets, none above them."""
+    old = [0.0] * 32
+    old[0], old[5], old[31] = 900.0, 80.0, 20.0
+    state = PolicyState.from_json(json.dumps({"budget": {"jumps": old, "gain": 0.5}}))
+    assert len(state.budget.jumps) == 48
+    assert state.budget.jumps[:32] == tuple(old)
+    assert state.budget.jumps[32:] == (0.0,) * 16
+    assert state.budget.gain == 0.5
+    # A histogram of neither length is no history.
+    assert PolicyState.from_json(json.dumps({"budget": {"jumps": [1.0] * 40}})).budget.jumps == ()

@@ -16,6 +16,9 @@ from tailguard.policy.budget import PEAK_BUCKETS, BudgetMemory
 
 _STATE_VERSION = 1
 
+#: Jump buckets of annotations written before the histogram reached 78× (its top was 16×).
+LEGACY_JUMP_BUCKETS = 32
+
 
 @dataclass(frozen=True)
 class PolicyState:
@@ -186,6 +189,11 @@ def _parse_budget(value: Any) -> Any:
         sums = dict.fromkeys(sums, 0.0)
     gain = _number(value.get("gain"))
     jumps = floats(value.get("jumps"), JUMP_BUCKETS)
+    raw_jumps = value.get("jumps")
+    if not jumps and isinstance(raw_jumps, list) and len(raw_jumps) == LEGACY_JUMP_BUCKETS:
+        # Written when the histogram stopped at 16×: the same buckets, and none above them.
+        legacy = floats(raw_jumps, LEGACY_JUMP_BUCKETS)
+        jumps = legacy + (0.0,) * (JUMP_BUCKETS - LEGACY_JUMP_BUCKETS) if legacy else ()
     peaks = floats(value.get("peaks"), PEAK_BUCKETS)
     return BudgetMemory(
         loads=tuple(loads[-64:]),
