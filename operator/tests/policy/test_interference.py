@@ -10,7 +10,14 @@ from dataclasses import dataclass, replace
 import pytest
 
 from tailguard.policy import PolicyState, decide
-from tailguard.policy.capacity import INTERFERENCE, StepModel, capacity, interference_s, step_model
+from tailguard.policy.capacity import (
+    INTERFERENCE,
+    Capacity,
+    StepModel,
+    capacity,
+    interference_s,
+    step_model,
+)
 from tailguard.policy.types import PolicyConfig
 
 from .helpers import healthy
@@ -67,7 +74,8 @@ MIXES = [
 ]
 
 
-def _tpot_capacity(mix: Mix, model: StepModel) -> float:
+def _tpot_capacity(mix: Mix, model: StepModel) -> Capacity:
+    """One replica of ``mix`` under a 50 ms TPOT SLO, with a 2 ms learned offset."""
     return capacity(
         model,
         output_tokens=mix.output,
@@ -77,12 +85,12 @@ def _tpot_capacity(mix: Mix, model: StepModel) -> float:
         tpot_slo_s=0.05,
         tpot_offset_s=0.002,
         kv_per_seq=None,
-    ).rate
+    )
 
 
 @pytest.mark.parametrize("mix", MIXES, ids=lambda m: m.name)
 def test_a_tpot_slo_allows_less_where_prompts_interfere(mix: Mix) -> None:
-    with_prompts = _tpot_capacity(mix, MODEL)
+    with_prompts = _tpot_capacity(mix, MODEL).rate
     # What the mean step alone allows (the prompts' share of each step and nothing more): the
     # largest batch whose mean step and offset fit 90% of the SLO, at that batch's rate.
     line = MODEL.for_mix(mix.prompt, mix.output)
@@ -93,16 +101,7 @@ def test_a_tpot_slo_allows_less_where_prompts_interfere(mix: Mix) -> None:
 
 
 def test_the_tpot_bound_keeps_the_modelled_p99_within_the_budget() -> None:
-    cap = capacity(
-        MODEL,
-        output_tokens=30.0,
-        prompt_tokens=2000.0,
-        max_batch=256,
-        batch_fill=0.85,
-        tpot_slo_s=0.05,
-        tpot_offset_s=0.002,
-        kv_per_seq=None,
-    )
+    cap = _tpot_capacity(MIXES[0], MODEL)
     assert cap.bound == "TPOT SLO"
     p99 = cap.step_s + 0.002 + interference_s(MODEL, cap.rate, 2000.0)
     assert p99 == pytest.approx(0.9 * 0.05, rel=1e-6), f"{p99 * 1e3:.2f} ms"
@@ -112,16 +111,7 @@ def test_the_tpot_bound_keeps_the_modelled_p99_within_the_budget() -> None:
 
 
 def test_the_reason_says_what_the_prompt_chunks_add_to_p99_tpot() -> None:
-    cap = capacity(
-        MODEL,
-        output_tokens=30.0,
-        prompt_tokens=2000.0,
-        max_batch=256,
-        batch_fill=0.85,
-        tpot_slo_s=0.05,
-        tpot_offset_s=0.002,
-        kv_per_seq=None,
-    )
+    cap = _tpot_capacity(MIXES[0], MODEL)
     lift_ms = interference_s(MODEL, cap.rate, 2000.0) * 1e3
     assert f"prompt chunks add {lift_ms:.0f} ms to p99 TPOT" in cap.explain(), cap.explain()
     assert lift_ms > 20.0
