@@ -186,8 +186,9 @@ _QUEUE_SHAPE = 0.75
 _TTFT_BUDGET = 0.9
 #: Prompt chunks share the steps of the requests decoding, so a request whose few output tokens
 #: meet one or two prefills has a TPOT far above the mean step. Over the window's requests the p99
-#: sits about ``INTERFERENCE`` · S · √ρ / (1 − ρ)³ above the mean step, S = γ·P being one prompt's
-#: prefill and ρ the prefill occupancy. Measured in the simulator's engine (calibration.md's
+#: sits about ``INTERFERENCE`` · S · √ρ / (1 − ρ)³ above the mean step, S = γ·min(P, B) being the
+#: stall of the one step a prompt (or a budget's worth of a longer one) is prefilled in, and
+#: ρ = λ·γ·P the prefill occupancy. Measured in the simulator's engine (calibration.md's
 #: H100 8B profile, Poisson arrivals, four replicas) on three mixes: 2,000-token prompts with
 #: 30-token answers 0.9–1.1, 462 with 16 0.8–0.9, 600 with 220 0.55–0.75, from ρ 0.02 to 0.4.
 INTERFERENCE = 0.8
@@ -329,13 +330,7 @@ def capacity(
         target = _TTFT_BUDGET * ttft_slo_s
         if ttft_p99(model, batch, rate_at(batch), prompt) > target:
             # The rate grows with the batch and the modelled TTFT with both: bisect.
-            lo, hi = 0.0, batch
-            for _ in range(40):
-                mid = 0.5 * (lo + hi)
-                if mid > 0 and ttft_p99(model, mid, rate_at(mid), prompt) <= target:
-                    lo = mid
-                else:
-                    hi = mid
+            lo = _largest_batch(lambda n: ttft_p99(model, n, rate_at(n), prompt) <= target, batch)
             batch, bound = max(lo, 1e-3), "TTFT SLO"
     rate = rate_at(batch)
     share = 0.0
@@ -365,10 +360,16 @@ def _interference_bound(
 
     if not math.isfinite(upper) or upper <= 0.0 or p99(upper) <= budget_s:
         return upper
+    return _largest_batch(lambda n: p99(n) <= budget_s, upper)
+
+
+def _largest_batch(fits: Callable[[float], bool], upper: float) -> float:
+    """The largest batch in (0, ``upper``) that ``fits`` (which holds below some batch and not
+    above it), by bisection; 0 when none does."""
     lo, hi = 0.0, upper
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        if mid > 0 and p99(mid) <= budget_s:
+        if mid > 0 and fits(mid):
             lo = mid
         else:
             hi = mid

@@ -188,9 +188,9 @@ def _parse_budget(value: Any) -> Any:
     if sums["good_short"] > sums["all_short"] or sums["good_long"] > sums["all_long"]:
         sums = dict.fromkeys(sums, 0.0)
     gain = _number(value.get("gain"))
-    jumps = floats(value.get("jumps"), JUMP_BUCKETS)
     raw_jumps = value.get("jumps")
-    if not jumps and isinstance(raw_jumps, list) and len(raw_jumps) == LEGACY_JUMP_BUCKETS:
+    jumps = floats(raw_jumps, JUMP_BUCKETS)
+    if not jumps:
         # Written when the histogram stopped at 16×: the same buckets, and none above them.
         legacy = floats(raw_jumps, LEGACY_JUMP_BUCKETS)
         jumps = legacy + (0.0,) * (JUMP_BUCKETS - LEGACY_JUMP_BUCKETS) if legacy else ()
