@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.helpers import CONFIG, Run, healthy
+from policy.helpers import CONFIG, Run, breached, healthy
 from tailguard.policy import PolicyState
 from tailguard.policy.budget import (
     BUCKETS,
@@ -275,3 +275,18 @@ def test_a_lower_target_never_holds_more_replicas() -> None:
     held = [_calm_after_bursts(t) for t in (0.8, 0.95, 0.99)]
     assert held == sorted(held), held
     assert math.isfinite(held[-1])
+
+
+def test_a_breach_asks_for_no_less_than_the_hold() -> None:
+    config = replace(CONFIG, budget_headroom=True, max_replicas=32)
+    run = Run(config=config, replicas=3)
+    for _ in range(6):
+        run.hold(lambda n: healthy(40.0, n), 240)
+        run.hold(lambda n: healthy(120.0, n), 60)
+    held = run.hold(lambda n: healthy(40.0, n), 120).replicas
+    # The fleet is short of the hold (scaled down by hand) when the next burst breaks the SLO.
+    run.replicas = 3
+    decision = run.step(breached(60.0, 3, waiting=5.0))
+    assert decision.recommended is not None
+    assert decision.recommended >= held, (decision.recommended, held, decision.reason)
+    assert "holding" in decision.reason

@@ -187,7 +187,10 @@ def size_need(
         down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
         down = ceil_replicas(down_load / (per_replica * down_u))
         recommended = min(current, down) if down < current else current
-    holding = hold is not None and hold > recommended and not broken
+    # A breach asks for at least the hold too: the load it was learned for may be the very burst
+    # that broke the SLO, and a fleet still short of the hold (after a restart, a manual
+    # scale-down) would otherwise be sized for the breach's load alone.
+    holding = hold is not None and hold > recommended
     if hold is not None and holding:
         recommended = hold
     if broken:
