@@ -191,8 +191,9 @@ async def test_http_reader_sends_auth_and_parses_vectors() -> None:
         httpx.Response(503, text="overloaded"),
         httpx.Response(400, json={"status": "error", "error": "parse error"}),
         httpx.Response(200, json={"status": "success", "data": {"resultType": "matrix", "result": []}}),
+        httpx.Response(200, json=["success"]),
     ],
-    ids=["not-json", "error-status", "wrong-type"],
+    ids=["not-json", "error-status", "wrong-type", "not-an-object"],
 )
 async def test_http_reader_turns_bad_answers_into_query_errors(response: httpx.Response) -> None:
     reader = HttpPrometheus(

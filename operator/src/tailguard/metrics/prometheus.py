@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
+import orjson
 
 from tailguard.metrics.results import QueryError
 
@@ -74,9 +75,13 @@ class HttpPrometheus:
         except httpx.HTTPError as exc:
             raise QueryError(f"Prometheus unreachable: {type(exc).__name__}: {exc}") from exc
         try:
-            body = response.json()
+            # orjson: a cycle decodes some fifty series per service, and the standard library's
+            # decoder was a tenth of the operator's CPU at 500 services.
+            body = orjson.loads(response.content)
         except ValueError:
             raise QueryError(f"Prometheus answered HTTP {response.status_code} without JSON") from None
+        if not isinstance(body, dict):
+            raise QueryError(f"Prometheus answered HTTP {response.status_code} with JSON that is no object")
         if response.status_code != 200 or body.get("status") != "success":
             raise QueryError(f"Prometheus error (HTTP {response.status_code}): {body.get('error', body)}")
         data = body.get("data") or {}
