@@ -2,7 +2,7 @@
 
 Run with ``make bench-cycle`` (``N=500`` by default). No cluster: the control loop runs against the
 in-memory cluster and an HTTP Prometheus reader whose transport answers every query with a JSON
-document as Prometheus would (one series per service, 15 per histogram), so the reading costs what
+document as Prometheus would (one series per service, or per bucket read), so the reading costs what
 it costs against a real Prometheus apart from the network. The load wobbles by a few percent from
 cycle to cycle and moves by half every fourth cycle, so some decisions write and most do not.
 Every status write is fed back into the inventory as a new object, as the watch would, so specs
@@ -34,7 +34,7 @@ from tailguard.contract.vllm import TPOT_BUCKETS_S, TTFT_BUCKETS_S
 from tailguard.handlers.main import GC_THRESHOLDS
 from tailguard.k8s.cluster import FakeCluster
 from tailguard.k8s.render import RenderSettings
-from tailguard.metrics.prometheus import HttpPrometheus, PrometheusSettings
+from tailguard.metrics.prometheus import FakePrometheus, HttpPrometheus, PrometheusSettings
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.reconcile.inventory import Inventory
 from tailguard.reconcile.loop import ControlLoop, CycleReport
@@ -45,6 +45,7 @@ NAMESPACE = "tg-cycle"
 START = 1_800_000_000.0
 INTERVAL_S = 15.0
 ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
+TTFT_SLO_S, TPOT_SLO_S = 0.5, 0.05  # every service's, as its manifest says
 
 
 def manifest(i: int) -> dict[str, Any]:
@@ -98,23 +99,33 @@ def answers(rates: list[float], at: float) -> dict[Signal, list[dict[str, Any]]]
 
 
 class JsonPrometheus:
-    """An httpx transport answering ``/api/v1/query`` with the current cycle's JSON documents."""
+    """An httpx transport answering ``/api/v1/query`` with the current cycle's JSON documents: every
+    full query, and the latency histograms narrowed to the services' SLO edges with their p99s, as
+    Prometheus would compute them (``FakePrometheus`` derives them from the full buckets)."""
 
     def __init__(self, scope: QueryScope) -> None:
-        self.by_query = {promql: signal for signal, promql in all_queries(scope).items()}
-        self.documents: dict[Signal, bytes] = {}
+        narrowed = all_queries(scope, {Signal.TTFT_BUCKETS: [TTFT_SLO_S], Signal.TPOT_BUCKETS: [TPOT_SLO_S]})
+        self.full = all_queries(scope)
+        self.texts = set(self.full.values()) | set(narrowed.values())
+        self.documents: dict[str, bytes] = {}
+        self.sizes: dict[str, int] = {}
+        #: Series in each answer served since the last ``set``.
+        self.served: list[int] = []
 
     def set(self, results: dict[Signal, list[dict[str, Any]]]) -> None:
-        self.documents = {
-            signal: json.dumps(
-                {"status": "success", "data": {"resultType": "vector", "result": result}}
-            ).encode()
-            for signal, result in results.items()
-        }
+        table = FakePrometheus({self.full[s]: result for s, result in results.items() if s in self.full})
+        self.documents = {}
+        for text in self.texts:
+            result = table.answer(text)
+            document = {"status": "success", "data": {"resultType": "vector", "result": result}}
+            self.documents[text] = json.dumps(document).encode()
+            self.sizes[text] = len(result)
+        self.served = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         form = dict(httpx.QueryParams(request.content.decode()))
-        return httpx.Response(200, content=self.documents[self.by_query[form["query"]]])
+        self.served.append(self.sizes[form["query"]])
+        return httpx.Response(200, content=self.documents[form["query"]])
 
 
 def main() -> int:
@@ -210,7 +221,7 @@ def main() -> int:
         "writes_per_cycle": round(sum(r["writes"] for r in rows) / len(rows), 1),
         # Read and decide, until the writes are queued (they land in the background).
         "mean_cycle_wall_s": round(sum(r["cycle_wall_s"] for r in rows) / len(rows), 4),
-        "series_per_reading": sum(len(json.loads(d)["data"]["result"]) for d in transport.documents.values()),
+        "series_per_reading": sum(transport.served),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from engine import tiny_model
 from engine.exposition import Exposition
 from engine.load import LoadResult, run_load
 from engine.server import VllmServer, running
-from tailguard.metrics.figures import MetricsReading, read_metrics
+from tailguard.metrics.figures import MetricsReading, SloEdges, read_metrics
 from tailguard.metrics.prometheus import HttpPrometheus, PrometheusSettings
 from tailguard.metrics.promql import QueryScope
 
@@ -42,6 +42,8 @@ LOAD_DEADLINE_S: Final = 240
 SERVER_START_TIMEOUT_S: Final = 420
 #: Covers a whole run (scrapes of the idle server before the load included), so rate() sees it all.
 RATE_WINDOW: Final = "10m"
+#: The SLOs of the narrowed reading: the ones the contract tests judge by default (both vLLM edges).
+NARROWED_SLOS: Final = (1.0, 0.1)
 #: Every run of this session, for the terminal summary.
 RUNS: list[EngineRun] = []
 
@@ -57,6 +59,8 @@ class EngineRun:
     before: Exposition
     after: Exposition
     cycle: MetricsReading
+    #: The reading the control loop makes for a service with ``NARROWED_SLOS``, at the same instant.
+    narrowed: MetricsReading
     scope: QueryScope
     extra: dict[str, float]
     log_file: Path
@@ -140,6 +144,9 @@ def run_engine(
         scope = QueryScope(namespaces=(NAMESPACE,), rate_window=RATE_WINDOW)
         at = time.time()
         cycle = asyncio.run(_read(prom.url, scope, at))
+        # The same instant read as the control loop reads it: the latency buckets at the SLO
+        # edges only, the p99s computed by Prometheus.
+        narrowed = asyncio.run(_read(prom.url, scope, at, {(NAMESPACE, service): NARROWED_SLOS}))
         extra = {
             "load_average_1m": round(os.getloadavg()[0], 2),
             "max_running": _prom_scalar(
@@ -158,6 +165,7 @@ def run_engine(
             before=before,
             after=after,
             cycle=cycle,
+            narrowed=narrowed,
             scope=scope,
             extra=extra,
             log_file=server.log_file,
@@ -179,9 +187,11 @@ def _wait_idle_scrapes(prom: Prometheus, selector: str, scrapes: int = 3, timeou
     )
 
 
-async def _read(url: str, scope: QueryScope, at: float) -> MetricsReading:
+async def _read(
+    url: str, scope: QueryScope, at: float, slos: dict[tuple[str, str], SloEdges] | None = None
+) -> MetricsReading:
     source = HttpPrometheus(PrometheusSettings(url=url, timeout_s=10))
     try:
-        return await read_metrics(source, scope, at=at)
+        return await read_metrics(source, scope, at=at, slos=slos)
     finally:
         await source.aclose()

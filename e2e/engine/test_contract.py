@@ -31,7 +31,7 @@ from engine import env as engine_env
 from engine.exposition import check, needs_of_contract, needs_of_queries
 from engine.lags import LagBudget, count_within, quantile_range
 from engine.load import fraction_at_or_below, quantile
-from engine.runs import LARGE_BATCH, MAX_TOKENS, MODEL, SMALL_BATCH, EngineRun
+from engine.runs import LARGE_BATCH, MAX_TOKENS, MODEL, NARROWED_SLOS, SMALL_BATCH, EngineRun
 from tailguard.contract import histogram
 from tailguard.contract.vllm import TPOT_BUCKETS_S, TTFT_BUCKETS_S, VllmMetric
 from tailguard.metrics.figures import ServiceFigures, figures_for
@@ -257,6 +257,21 @@ def test_fraction_within_slo_agrees_with_the_client(engine_run: EngineRun) -> No
     assert sig.goodput == pytest.approx(
         max(0.0, (sig.ttft_within_slo or 0) + (sig.tpot_within_slo or 0) - 1.0)
     )
+
+
+def test_a_reading_narrowed_to_the_slo_edges_gives_the_full_readings_figures(engine_run: EngineRun) -> None:
+    narrowed = engine_run.narrowed
+    assert narrowed.ok, f"the narrowed queries failed against real Prometheus: {narrowed.errors}"
+    assert set(narrowed.narrowed) == {Signal.TTFT_BUCKETS, Signal.TPOT_BUCKETS}, "no histogram read again"
+    ttft, tpot = NARROWED_SLOS
+    full = _signals(engine_run, ttft_slo_s=ttft, tpot_slo_s=tpot)
+    read = figures_for(narrowed, engine_run.key, ttft_slo_s=ttft, tpot_slo_s=tpot)
+    assert read.ttft_within_slo == pytest.approx(full.ttft_within_slo, rel=1e-9)
+    assert read.tpot_within_slo == pytest.approx(full.tpot_within_slo, rel=1e-9)
+    assert read.p99_ttft_s == pytest.approx(full.p99_ttft_s, rel=1e-9), "Prometheus's p99 is the reader's"
+    assert read.p99_tpot_s == pytest.approx(full.p99_tpot_s, rel=1e-9)
+    ttft_series = narrowed.series[Signal.TTFT_BUCKETS].buckets[engine_run.key]
+    assert [bound for bound, _ in ttft_series] == [ttft, math.inf]
 
 
 def test_smaller_max_batch_raises_queueing_and_ttft(run_small: EngineRun, run_large: EngineRun) -> None:

@@ -224,3 +224,73 @@ async def test_http_reader_says_a_slow_answer_is_a_timeout_not_an_outage() -> No
         await reader.query("up")
     assert str(raised.value) == "Prometheus did not answer within 7.5 s (--prometheus-timeout)"
     await reader.aclose()
+
+
+# -- readings narrowed to the SLO edges ------------------------------------------------------------
+
+NARROW = {Signal.TTFT_BUCKETS: [0.5], Signal.TPOT_BUCKETS: [0.05]}
+
+
+async def test_a_narrowed_reading_takes_the_share_at_the_edge_and_the_p99_from_prometheus() -> None:
+    narrowed = all_queries(SCOPE, NARROW)
+    fake = FakePrometheus(
+        {
+            narrowed[Signal.TTFT_BUCKETS]: [_series("95", le="0.5"), _series("100", le="+Inf")],
+            narrowed[Signal.TTFT_P99]: [_series("0.95")],
+            narrowed[Signal.TPOT_BUCKETS]: [_series("1990", le="0.05"), _series("2000", le="+Inf")],
+            narrowed[Signal.TPOT_P99]: [_series("0.045")],
+        }
+    )
+    reading = await read_metrics(fake, SCOPE, at=1000.0, slos={KEY: (0.5, 0.05)})
+    assert sorted(fake.queries) == sorted(narrowed.values()), "no bucket read in full"
+    assert reading.narrowed == {Signal.TTFT_BUCKETS: frozenset([0.5]), Signal.TPOT_BUCKETS: frozenset([0.05])}
+    figures = figures_for(reading, KEY, ttft_slo_s=0.5, tpot_slo_s=0.05)
+    assert figures.ttft_within_slo == pytest.approx(0.95)
+    assert figures.tpot_within_slo == pytest.approx(0.995)
+    assert figures.goodput == pytest.approx(0.945)
+    assert figures.p99_ttft_s == pytest.approx(0.95)
+    assert figures.p99_tpot_s == pytest.approx(0.045)
+
+
+async def test_a_histogram_without_the_slo_edge_is_read_again_in_full_in_the_same_reading() -> None:
+    narrowed, full = all_queries(SCOPE, NARROW), all_queries(SCOPE)
+    fake = FakePrometheus(
+        {
+            # Buckets set by hand without 0.5 s: the narrowed read finds only +Inf.
+            narrowed[Signal.TTFT_BUCKETS]: [_series("100", le="+Inf")],
+            narrowed[Signal.TTFT_P99]: [_series("0.8")],
+            full[Signal.TTFT_BUCKETS]: _ttft_histogram({0.25: 90.0, 0.5: 95.0, 1.0: 100.0}, 100.0),
+        }
+    )
+    reading = await read_metrics(fake, SCOPE, at=1000.0, slos={KEY: (0.5, None)})
+    assert fake.queries.count(full[Signal.TTFT_BUCKETS]) == 1
+    assert reading.queried.count(Signal.TTFT_BUCKETS) == 2
+    assert Signal.TTFT_BUCKETS not in reading.narrowed
+    figures = figures_for(reading, KEY, ttft_slo_s=0.5, tpot_slo_s=None)
+    assert figures.ttft_within_slo == pytest.approx(0.95)
+    assert figures.p99_ttft_s == pytest.approx(0.75 + 0.25 * (99 - 95) / 5), "from the full buckets"
+
+
+async def test_a_service_whose_slo_was_not_read_has_no_latency_figures() -> None:
+    narrowed = all_queries(SCOPE, NARROW)
+    other = ("team-b", "code")
+    fake = FakePrometheus(
+        {
+            narrowed[Signal.TTFT_BUCKETS]: [
+                _series("95", le="0.5"),
+                _series("100", le="+Inf"),
+                _series("50", le="0.5", ns=other[0], svc=other[1]),
+                _series("60", le="+Inf", ns=other[0], svc=other[1]),
+            ],
+            narrowed[Signal.TTFT_P99]: [_series("0.9"), _series("1.5", ns=other[0], svc=other[1])],
+        }
+    )
+    reading = await read_metrics(fake, SCOPE, at=1000.0, slos={KEY: (0.5, 0.05)})
+    assert reading.covers((0.5, 0.05))
+    assert not reading.covers((0.25, 0.05))
+    assert not reading.covers((0.5, 0.1))
+    # Its SLO changed after the reading: 0.25 s was not read, so nothing is said of it.
+    figures = figures_for(reading, other, ttft_slo_s=0.25, tpot_slo_s=None)
+    assert figures.ttft_within_slo is None
+    assert figures.p99_ttft_s is None
+    assert figures.goodput is None

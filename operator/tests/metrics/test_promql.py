@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+from prometheus_client.utils import floatToGoString
+
 from tailguard.contract.vllm import VllmMetric
 from tailguard.metrics.promql import (
     QueryScope,
@@ -10,13 +15,37 @@ from tailguard.metrics.promql import (
     escape_label_value,
     histogram_buckets,
     kv_cache_usage,
+    le_text,
 )
 
 
 def test_one_query_per_signal_whatever_the_number_of_services() -> None:
     queries = all_queries(QueryScope())
-    assert set(queries) == set(Signal)
+    assert set(queries) == set(Signal) - {Signal.TTFT_P99, Signal.TPOT_P99}
     assert all("by (namespace, inference_service" in q for q in queries.values())
+
+
+def test_narrowed_histograms_read_their_edges_and_plus_inf_and_their_p99_from_prometheus() -> None:
+    queries = all_queries(QueryScope(rate_window="1m"), {Signal.TTFT_BUCKETS: [1.0, 0.5, 0.5]})
+    assert set(queries) == set(Signal) - {Signal.TPOT_P99}
+    assert queries[Signal.TTFT_BUCKETS] == (
+        "sum by (namespace, inference_service, le) (rate(vllm:time_to_first_token_seconds_bucket"
+        '{inference_service!="", le=~"0\\\\.5|1\\\\.0|\\\\+Inf"}[1m]))'
+    )
+    assert queries[Signal.TTFT_P99] == (
+        "histogram_quantile(0.99, sum by (namespace, inference_service, le) "
+        '(rate(vllm:time_to_first_token_seconds_bucket{inference_service!=""}[1m])))'
+    )
+    assert queries[Signal.TPOT_BUCKETS] == all_queries(QueryScope(rate_window="1m"))[Signal.TPOT_BUCKETS]
+
+
+@pytest.mark.parametrize(
+    ("bound", "text"),
+    [(0.5, "0.5"), (1.0, "1.0"), (0.001, "0.001"), (2560.0, "2560.0"), (1e-05, "1e-05"), (1e7, "1e+07"),
+     (math.inf, "+Inf")],
+)  # fmt: skip
+def test_le_text_is_what_the_python_client_writes(bound: float, text: str) -> None:
+    assert le_text(bound) == text == floatToGoString(bound)
 
 
 def test_queue_time_is_read_as_a_mean_per_service() -> None:

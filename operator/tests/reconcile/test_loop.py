@@ -27,6 +27,8 @@ from tg_testing import manifest, run_cycle
 
 SCOPE = QueryScope()
 QUERIES = all_queries(SCOPE)
+#: A reading for services reads their latency histograms at the SLO edges, with Prometheus's p99s.
+READ = len(all_queries(SCOPE, {Signal.TTFT_BUCKETS: [0.5], Signal.TPOT_BUCKETS: [0.05]}))
 NOW = 1_800_000_000.0
 ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
 
@@ -214,12 +216,8 @@ def test_prometheus_down_holds_and_reports_then_recovers(caplog: pytest.LogCaptu
     said = [r.getMessage() for r in caplog.records if "Prometheus queries failed" in r.getMessage()]
     # One line per failed reading, naming the failed signals, however many services wait.
     assert len(said) == 2, said
-    assert said[0].startswith(
-        f"{len(QUERIES)} of {len(QUERIES)} Prometheus queries failed; 1 due services wait"
-    )
-    assert said[1].startswith(
-        f"{len(QUERIES)} of {len(QUERIES)} Prometheus queries failed, readings for 31 s"
-    )
+    assert said[0].startswith(f"{READ} of {READ} Prometheus queries failed; 1 due services wait")
+    assert said[1].startswith(f"{READ} of {READ} Prometheus queries failed, readings for 31 s")
     assert "ttft_buckets: Prometheus unreachable: ConnectError" in said[1]
     assert harness.deployment_replicas() == 1
     status = harness.status()
@@ -231,6 +229,25 @@ def test_prometheus_down_holds_and_reports_then_recovers(caplog: pytest.LogCaptu
     assert _condition(harness.status(), "MetricsAvailable") == ("True", "MetricsFresh")
 
 
+def test_a_reading_reads_the_latency_buckets_at_the_slos_of_the_services_due() -> None:
+    fake = FakePrometheus(
+        answers(
+            load("team-a", "chat", rate=2, slow_share=0.0, running=3, waiting=0, pods=1),
+            load("team-a", "code", rate=2, slow_share=0.0, running=3, waiting=0, pods=1),
+        )
+    )
+    harness = Harness(fake)
+    harness.add("chat", slo={"ttftP99Ms": 500})
+    harness.add("code", slo={"ttftP99Ms": 1000})
+    report = harness.run(NOW)
+    assert report.decided == 2
+    assert QUERIES[Signal.TTFT_BUCKETS] not in fake.queries, "no histogram read in full"
+    narrowed = all_queries(SCOPE, {Signal.TTFT_BUCKETS: [0.5, 1.0], Signal.TPOT_BUCKETS: []})
+    assert narrowed[Signal.TTFT_BUCKETS] in fake.queries
+    assert narrowed[Signal.TTFT_P99] in fake.queries
+    assert _condition(harness.status("code"), "MetricsAvailable") == ("True", "MetricsFresh")
+
+
 def test_one_failed_reading_delays_the_decision_and_reports_nothing() -> None:
     failing = {q: QueryError("Prometheus did not answer within 10 s") for q in QUERIES.values()}
     fake = FakePrometheus(dict(failing))
@@ -239,7 +256,7 @@ def test_one_failed_reading_delays_the_decision_and_reports_nothing() -> None:
     assert harness.run(NOW).decided == 0
     fake.answers = answers(load("team-a", "chat", rate=40, slow_share=0.2, running=250, waiting=60, pods=1))
     report = harness.run(NOW + 5)  # the retry answers: decided now, from this reading
-    assert (report.decided, report.queries) == (1, len(QUERIES))
+    assert (report.decided, report.queries) == (1, READ)
     assert harness.deployment_replicas() > 1
     assert _condition(harness.status(), "MetricsAvailable") == ("True", "MetricsFresh")
     assert [note.type for _, note in harness.events] == ["Normal"]

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tailguard.contract.slo import joint_goodput, slo_figures
 from tailguard.metrics.prometheus import PrometheusSource
-from tailguard.metrics.promql import QueryScope, Signal, all_queries
+from tailguard.metrics.promql import SLO_HISTOGRAMS, QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError, SeriesByService, ServiceKey, group_vector
 from tailguard.policy import EngineFigures
 
-__all__ = ["MetricsReading", "ServiceFigures", "figures_for", "joint_goodput", "read_metrics"]
+__all__ = ["MetricsReading", "ServiceFigures", "SloEdges", "figures_for", "joint_goodput", "read_metrics"]
+
+#: A service's SLOs in seconds, ``(ttft, tpot or None)``: the bucket edges its figures need.
+SloEdges = tuple[float, float | None]
 
 
 @dataclass
@@ -23,19 +27,47 @@ class MetricsReading:
     at: float
     series: dict[Signal, SeriesByService] = field(default_factory=dict)
     errors: dict[Signal, str] = field(default_factory=dict)
+    #: The SLO histograms read at these edges only (their p99 is Prometheus's); absent: every bucket.
+    narrowed: dict[Signal, frozenset[float]] = field(default_factory=dict)
+    #: The signals queried, in order (a histogram read again in full counts twice).
+    queried: list[Signal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         """Every query answered."""
         return not self.errors
 
+    def covers(self, slo: SloEdges) -> bool:
+        """The buckets a service with these SLOs needs were read."""
+        ttft, tpot = slo
+        return all(
+            edge is None or edge in self.narrowed.get(signal, frozenset([edge]))
+            for signal, edge in ((Signal.TTFT_BUCKETS, ttft), (Signal.TPOT_BUCKETS, tpot))
+        )
 
-async def read_metrics(source: PrometheusSource, scope: QueryScope, *, at: float) -> MetricsReading:
-    """Run every query of ``scope`` concurrently; a failed query is recorded, never raised."""
-    queries = all_queries(scope)
-    reading = MetricsReading(at=at)
+
+async def read_metrics(
+    source: PrometheusSource,
+    scope: QueryScope,
+    *,
+    at: float,
+    slos: Mapping[ServiceKey, SloEdges] | None = None,
+) -> MetricsReading:
+    """Run every query of ``scope`` concurrently; a failed query is recorded, never raised.
+
+    With ``slos`` (the services to decide for), the latency histograms are read at those SLOs'
+    edges only, with their p99 from Prometheus: most of a reading's series are buckets no SLO
+    needs. A service whose histogram lacks its SLO as an edge (buckets set by hand) has that
+    histogram read again in full, in the same reading.
+    """
+    narrowed: dict[Signal, frozenset[float]] = {}
+    if slos is not None:
+        narrowed[Signal.TTFT_BUCKETS] = frozenset(ttft for ttft, _ in slos.values())
+        narrowed[Signal.TPOT_BUCKETS] = frozenset(tpot for _, tpot in slos.values() if tpot is not None)
+    reading = MetricsReading(at=at, narrowed=narrowed)
 
     async def one(signal: Signal, promql: str) -> None:
+        reading.queried.append(signal)
         try:
             vector = await source.query(promql, at=at)
         except QueryError as exc:
@@ -45,8 +77,36 @@ async def read_metrics(source: PrometheusSource, scope: QueryScope, *, at: float
             vector, namespace_label=scope.namespace_label, service_label=scope.service_label
         )
 
-    await asyncio.gather(*(one(s, q) for s, q in queries.items()))
+    await asyncio.gather(*(one(s, q) for s, q in all_queries(scope, narrowed).items()))
+    if slos is not None:
+        full = all_queries(scope)
+        missing = [signal for signal in narrowed if _edge_missing(reading, signal, slos)]
+        for signal in missing:
+            del reading.narrowed[signal]
+            reading.errors.pop(signal, None)
+        await asyncio.gather(*(one(s, full[s]) for s in missing))
     return reading
+
+
+def _slo_of(signal: Signal, slo: SloEdges) -> float | None:
+    return slo[0] if signal is Signal.TTFT_BUCKETS else slo[1]
+
+
+def _has_edge(buckets: list[tuple[float, float]], edge: float) -> bool:
+    return any(math.isclose(bound, edge, rel_tol=1e-9) for bound, _ in buckets)
+
+
+def _edge_missing(reading: MetricsReading, signal: Signal, slos: Mapping[ServiceKey, SloEdges]) -> bool:
+    """Some service reported this histogram without its SLO among the buckets read."""
+    series = reading.series.get(signal)
+    if series is None:
+        return False
+    for key, buckets in series.buckets.items():
+        slo = slos.get(key)
+        edge = _slo_of(signal, slo) if slo is not None else None
+        if edge is not None and not _has_edge(buckets, edge):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -79,23 +139,48 @@ def _buckets(reading: MetricsReading, signal: Signal, key: ServiceKey) -> list[t
     return buckets
 
 
+def _slo_buckets(
+    reading: MetricsReading, signal: Signal, key: ServiceKey, slo_s: float | None
+) -> list[tuple[float, float]] | None:
+    """A service's buckets of an SLO histogram; read narrowed, only with its SLO among them."""
+    buckets = _buckets(reading, signal, key)
+    narrowed = signal in reading.narrowed
+    if buckets is not None and slo_s is not None and narrowed and not _has_edge(buckets, slo_s):
+        return None
+    return buckets
+
+
+def _p99(
+    reading: MetricsReading,
+    signal: Signal,
+    key: ServiceKey,
+    buckets: list[tuple[float, float]] | None,
+    local: float | None,
+) -> float | None:
+    """The p99 of a histogram: Prometheus's when it was read narrowed, else the one from its buckets."""
+    if signal not in reading.narrowed:
+        return local
+    return _value(reading, SLO_HISTOGRAMS[signal][1], key) if buckets is not None else None
+
+
 def figures_for(
     reading: MetricsReading, key: ServiceKey, *, ttft_slo_s: float, tpot_slo_s: float | None
 ) -> ServiceFigures:
     """The figures of service ``key`` against its own SLOs.
 
-    The histogram math is ``tailguard.contract.slo_figures``, shared with the simulator.
+    The histogram math is ``tailguard.contract.slo_figures``, shared with the simulator. A
+    histogram read narrowed gives its p99 from Prometheus, and its share within the SLO only when
+    that SLO is among the edges read (else nothing: the service was not asked for).
     """
-    figures = slo_figures(
-        _buckets(reading, Signal.TTFT_BUCKETS, key),
-        _buckets(reading, Signal.TPOT_BUCKETS, key),
-        ttft_slo_s=ttft_slo_s,
-        tpot_slo_s=tpot_slo_s,
-    )
+    ttft = _slo_buckets(reading, Signal.TTFT_BUCKETS, key, ttft_slo_s)
+    tpot = _slo_buckets(reading, Signal.TPOT_BUCKETS, key, tpot_slo_s)
+    figures = slo_figures(ttft, tpot, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+    p99_ttft = _p99(reading, Signal.TTFT_BUCKETS, key, ttft, figures.p99_ttft_s)
+    p99_tpot = _p99(reading, Signal.TPOT_BUCKETS, key, tpot, figures.p99_tpot_s)
     pods = _value(reading, Signal.REPORTING_PODS, key)
     return ServiceFigures(
-        p99_ttft_s=figures.p99_ttft_s,
-        p99_tpot_s=figures.p99_tpot_s,
+        p99_ttft_s=p99_ttft,
+        p99_tpot_s=p99_tpot,
         ttft_within_slo=figures.ttft_within_slo,
         tpot_within_slo=figures.tpot_within_slo,
         goodput=figures.goodput,

@@ -7,6 +7,7 @@ mock transport for tests. prometheus-api-client is synchronous and pulls in pand
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 import httpx
 import orjson
 
+from tailguard.contract.histogram import histogram_quantile
 from tailguard.metrics.results import QueryError
 
 Vector = Sequence[Mapping[str, Any]]
@@ -95,8 +97,17 @@ class HttpPrometheus:
         await self._client.aclose()
 
 
+_NARROWED = re.compile(r', le=~"((?:[^"\\]|\\.)*)"')
+_P99 = re.compile(r"^histogram_quantile\(0\.99, (.*)\)$")
+
+
 class FakePrometheus:
-    """A :class:`PrometheusSource` answering from a table: query text → vector (or an error)."""
+    """A :class:`PrometheusSource` answering from a table: query text → vector (or an error).
+
+    A bucket query narrowed to some ``le`` values, or the ``histogram_quantile`` of one, that is not
+    in the table is answered from the full bucket query's entry as Prometheus would (the buckets
+    with those bounds; the p99 of each series group), so a table of full readings serves both.
+    """
 
     def __init__(self, answers: Mapping[str, Vector | Exception] | None = None) -> None:
         self.answers: dict[str, Vector | Exception] = dict(answers or {})
@@ -104,7 +115,44 @@ class FakePrometheus:
 
     async def query(self, promql: str, *, at: float | None = None) -> Vector:
         self.queries.append(promql)
-        answer = self.answers.get(promql, [])
+        return self.answer(promql)
+
+    def answer(self, promql: str) -> Vector:
+        """The vector for ``promql`` (not recorded as a query); raises an entry that is an error."""
+        answer = self.answers.get(promql)
+        if answer is None:
+            return self._derived(promql)
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    def _derived(self, promql: str) -> Vector:
+        p99 = _P99.match(promql)
+        if p99 is not None:
+            return _quantiles(self.answer(p99.group(1)), 0.99)
+        narrowed = _NARROWED.search(promql)
+        if narrowed is None:
+            return []
+        texts = set(narrowed.group(1).replace("\\\\", "\\").replace("\\", "").split("|"))
+        full = self.answer(promql[: narrowed.start()] + promql[narrowed.end() :])
+        return [series for series in full if (series.get("metric") or {}).get("le") in texts]
+
+
+def _quantiles(buckets: Vector, q: float) -> Vector:
+    """``histogram_quantile(q, buckets)``: one series per label set without ``le``."""
+    groups: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
+    for series in buckets:
+        labels = dict(series.get("metric") or {})
+        le = labels.pop("le", None)
+        if le is None:
+            continue
+        value = series.get("value") or (0.0, "NaN")
+        groups.setdefault(tuple(sorted(labels.items())), []).append((float(le), float(value[1])))
+    out: list[Mapping[str, Any]] = []
+    for labels_key, pairs in groups.items():
+        try:
+            value = histogram_quantile(q, pairs)
+        except ValueError:  # no +Inf bucket: Prometheus answers nothing for it
+            continue
+        out.append({"metric": dict(labels_key), "value": [0.0, repr(value)]})
+    return out

@@ -6,7 +6,9 @@ number of queries does not grow with the number of services.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -19,6 +21,9 @@ class Signal(StrEnum):
 
     TTFT_BUCKETS = "ttft_buckets"
     TPOT_BUCKETS = "tpot_buckets"
+    #: p99 computed by Prometheus, read only when the buckets are read narrowed to the SLO edges.
+    TTFT_P99 = "ttft_p99"
+    TPOT_P99 = "tpot_p99"
     REQUEST_RATE = "request_rate"
     PROMPT_TOKEN_RATE = "prompt_token_rate"
     GENERATION_TOKEN_RATE = "generation_token_rate"
@@ -90,9 +95,33 @@ def _regex_escape(value: str) -> str:
     return "".join("\\" + c if c in ".+*?()|[]{}^$\\" else c for c in value)
 
 
-def histogram_buckets(scope: QueryScope, family: VllmMetric) -> str:
-    """Per-service bucket rates of a histogram family, kept by ``le`` so any SLO can be read off them."""
-    return f"sum by ({scope.group}, le) (rate({family.value}_bucket{scope.selector()}[{scope.rate_window}]))"
+def le_text(bound: float) -> str:
+    """A bucket bound as the ``le`` label the Prometheus Python client writes it (``0.5``, ``1.0``,
+    ``+Inf``; Go's exponent form from a million up), so a matcher can select that bucket."""
+    if math.isinf(bound):
+        return "+Inf" if bound > 0 else "-Inf"
+    text = repr(float(bound))
+    dot = text.find(".")
+    if bound > 0 and dot > 6:
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+0{dot - 1}"
+    return text
+
+
+def histogram_buckets(scope: QueryScope, family: VllmMetric, edges: Collection[float] | None = None) -> str:
+    """Per-service bucket rates of a histogram family, kept by ``le`` so any SLO can be read off them;
+    with ``edges``, only those buckets and ``+Inf`` (what the share within an SLO that is an edge
+    needs: the operator renders every engine with its SLOs as bucket edges)."""
+    selector = scope.selector()
+    if edges is not None:
+        texts = "|".join(_regex_escape(le_text(b)) for b in (*sorted(set(edges)), math.inf))
+        selector = selector[:-1] + f", le=~{escape_label_value(texts)}" + "}"
+    return f"sum by ({scope.group}, le) (rate({family.value}_bucket{selector}[{scope.rate_window}]))"
+
+
+def histogram_p99(scope: QueryScope, family: VllmMetric) -> str:
+    """Per-service p99 of a histogram family, interpolated by Prometheus over every bucket."""
+    return f"histogram_quantile(0.99, {histogram_buckets(scope, family)})"
 
 
 def counter_rate(scope: QueryScope, counter: VllmMetric) -> str:
@@ -130,11 +159,27 @@ def last_sample(scope: QueryScope) -> str:
     return f"max by ({scope.group}) (timestamp({VllmMetric.RUNNING.value}{scope.selector()}))"
 
 
-def all_queries(scope: QueryScope) -> dict[Signal, str]:
-    """Every query of one cycle, by signal."""
+#: The histograms the SLOs are read from, and the signal of each one's p99.
+SLO_HISTOGRAMS: dict[Signal, tuple[VllmMetric, Signal]] = {
+    Signal.TTFT_BUCKETS: (VllmMetric.TTFT, Signal.TTFT_P99),
+    Signal.TPOT_BUCKETS: (VllmMetric.TPOT, Signal.TPOT_P99),
+}
+
+
+def all_queries(
+    scope: QueryScope, narrowed: Mapping[Signal, Collection[float]] | None = None
+) -> dict[Signal, str]:
+    """Every query of one cycle, by signal. ``narrowed``: SLO histograms to read at those edges only,
+    each with its p99 computed by Prometheus instead (about 20 series per service instead of 50)."""
+    narrowed = narrowed or {}
+    histograms: dict[Signal, str] = {}
+    for signal, (family, p99) in SLO_HISTOGRAMS.items():
+        edges = narrowed.get(signal)
+        histograms[signal] = histogram_buckets(scope, family, edges)
+        if edges is not None:
+            histograms[p99] = histogram_p99(scope, family)
     return {
-        Signal.TTFT_BUCKETS: histogram_buckets(scope, VllmMetric.TTFT),
-        Signal.TPOT_BUCKETS: histogram_buckets(scope, VllmMetric.TPOT),
+        **histograms,
         Signal.REQUEST_RATE: counter_rate(scope, VllmMetric.REQUEST_SUCCESS),
         Signal.PROMPT_TOKEN_RATE: counter_rate(scope, VllmMetric.PROMPT_TOKENS),
         Signal.GENERATION_TOKEN_RATE: counter_rate(scope, VllmMetric.GENERATION_TOKENS),

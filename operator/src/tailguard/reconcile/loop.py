@@ -30,9 +30,9 @@ from tailguard.api import (
 from tailguard.k8s.cluster import ClusterAPI, ConflictError, Manifest
 from tailguard.k8s.labels import POLICY_STATE_ANNOTATION
 from tailguard.k8s.render import RenderSettings
-from tailguard.metrics.figures import MetricsReading, figures_for, read_metrics
+from tailguard.metrics.figures import MetricsReading, SloEdges, figures_for, read_metrics
 from tailguard.metrics.prometheus import PrometheusSource
-from tailguard.metrics.promql import QueryScope, all_queries
+from tailguard.metrics.promql import QueryScope
 from tailguard.metrics.results import ServiceKey
 from tailguard.policy import PolicyState
 from tailguard.reconcile.adapt import slo_seconds
@@ -275,7 +275,7 @@ class ControlLoop:
         if due:
             metrics = self._reading_for(due, now)
             if metrics is None:
-                metrics = await self._read(report, now, len(due))
+                metrics = await self._read(report, now, due)
             if metrics is None:  # not read, or failed for less than the grace: decided later
                 for key in due:
                     self._records[key].deferred = True
@@ -335,16 +335,16 @@ class ControlLoop:
             )  # fmt: skip
         return report
 
-    async def _read(self, report: CycleReport, now: float, due: int) -> MetricsReading | None:
+    async def _read(self, report: CycleReport, now: float, due: list[ServiceKey]) -> MetricsReading | None:
         """A new reading for ``due`` services; ``None`` while readings fail for less than
         ``READ_FAILURE_GRACE_S`` (the services wait for the next, tried after ``READ_RETRY_S``)."""
         since = self._failing_since
         if since is not None and now - self._failed_at < READ_RETRY_S and now - since < READ_FAILURE_GRACE_S:
             return None
-        metrics = await read_metrics(self.prometheus, self.scope, at=now)
-        report.queries = len(all_queries(self.scope))
+        metrics = await read_metrics(self.prometheus, self.scope, at=now, slos=self._slos(due))
+        report.queries = len(metrics.queried)
         report.query_errors = len(metrics.errors)
-        for signal in all_queries(self.scope):
+        for signal in metrics.queried:
             self.telemetry.queries.labels(signal.value).inc()
         for signal in metrics.errors:
             self.telemetry.query_errors.labels(signal.value).inc()
@@ -363,14 +363,25 @@ class ControlLoop:
             log.warning(
                 "%d of %d Prometheus queries failed; %d due services wait for the next reading "
                 "(in %.0f s; reported if readings still fail after %.0f s): %s",
-                len(metrics.errors), report.queries, due, READ_RETRY_S, READ_FAILURE_GRACE_S, said,
+                len(metrics.errors), report.queries, len(due), READ_RETRY_S, READ_FAILURE_GRACE_S, said,
             )  # fmt: skip
             return None
         log.warning(
             "%d of %d Prometheus queries failed, readings for %.0f s; %d services hold their size: %s",
-            len(metrics.errors), report.queries, failing_s, due, said,
+            len(metrics.errors), report.queries, failing_s, len(due), said,
         )  # fmt: skip
         return metrics
+
+    def _slos(self, due: list[ServiceKey]) -> dict[ServiceKey, SloEdges]:
+        """The SLOs of the services to decide for: the only latency buckets a reading needs."""
+        out: dict[ServiceKey, SloEdges] = {}
+        for key in due:
+            view = self.inventory.view(key)
+            record = self._records.get(key)
+            isvc = record.spec(view.body) if view is not None and record is not None else None
+            if isvc is not None:
+                out[key] = slo_seconds(isvc)
+        return out
 
     def _reading_for(self, due: list[ServiceKey], now: float) -> MetricsReading | None:
         """The last reading, when every due service is one put off from an earlier tick and that
@@ -383,6 +394,8 @@ class ControlLoop:
         records = [self._records[key] for key in due]
         if not all(r.deferred and r.isvc is not None for r in records):
             return None
+        if not all(reading.covers(slo_seconds(r.isvc)) for r in records if r.isvc is not None):
+            return None  # put off before it was due: its SLO's buckets may not have been read
         shortest = min(r.isvc.spec.autoscaling.interval_seconds for r in records if r.isvc is not None)
         return reading if now - reading.at < shortest else None
 
