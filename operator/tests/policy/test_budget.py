@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.helpers import CONFIG, Run, breached, healthy
-from tailguard.policy import PolicyState
+from tailguard.policy import Decision, PolicyState
 from tailguard.policy.budget import (
     BUCKETS,
     GAIN_MAX,
@@ -238,15 +238,19 @@ def test_a_damaged_budget_memory_starts_over_and_never_fails(budget_json: str) -
 # -- through decide -------------------------------------------------------------------------
 
 
-def _calm_after_bursts(target: float) -> int:
-    """A service that saw a burst of three times its load every five minutes, now in a calm."""
+def _after_bursts(target: float = 0.99) -> tuple[Run, Decision]:
+    """A service that saw a burst of three times its load every five minutes, now two minutes into
+    a calm; the run and its last decision."""
     config = replace(CONFIG, budget_headroom=True, goodput_target=target, max_replicas=32)
     run = Run(config=config, replicas=3)
     for _ in range(6):
         run.hold(lambda n: healthy(40.0, n), 240)
         run.hold(lambda n: healthy(120.0, n), 60)
-    decision = run.hold(lambda n: healthy(40.0, n), 120)
-    return decision.replicas
+    return run, run.hold(lambda n: healthy(40.0, n), 120)
+
+
+def _calm_after_bursts(target: float) -> int:
+    return _after_bursts(target)[1].replicas
 
 
 def test_a_service_that_saw_bursts_holds_for_them_in_the_calm() -> None:
@@ -260,12 +264,7 @@ def test_a_service_that_saw_bursts_holds_for_them_in_the_calm() -> None:
 
 
 def test_the_reason_says_what_is_held_and_why() -> None:
-    config = replace(CONFIG, budget_headroom=True, max_replicas=32)
-    run = Run(config=config, replicas=3)
-    for _ in range(6):
-        run.hold(lambda n: healthy(40.0, n), 240)
-        run.hold(lambda n: healthy(120.0, n), 60)
-    decision = run.hold(lambda n: healthy(40.0, n), 120)
+    _, decision = _after_bursts()
     assert "holding" in decision.reason
     assert "of the load within 90 s" in decision.reason
     assert "error budget burning at" in decision.reason
@@ -278,12 +277,8 @@ def test_a_lower_target_never_holds_more_replicas() -> None:
 
 
 def test_a_breach_asks_for_no_less_than_the_hold() -> None:
-    config = replace(CONFIG, budget_headroom=True, max_replicas=32)
-    run = Run(config=config, replicas=3)
-    for _ in range(6):
-        run.hold(lambda n: healthy(40.0, n), 240)
-        run.hold(lambda n: healthy(120.0, n), 60)
-    held = run.hold(lambda n: healthy(40.0, n), 120).replicas
+    run, calm = _after_bursts()
+    held = calm.replicas
     # The fleet is short of the hold (scaled down by hand) when the next burst breaks the SLO.
     run.replicas = 3
     decision = run.step(breached(60.0, 3, waiting=5.0))
