@@ -83,7 +83,6 @@ async def read_metrics(
         missing = [signal for signal in narrowed if _edge_missing(reading, signal, slos)]
         for signal in missing:
             del reading.narrowed[signal]
-            reading.errors.pop(signal, None)
         await asyncio.gather(*(one(s, full[s]) for s in missing))
     return reading
 
