@@ -45,7 +45,7 @@ NAMESPACE = "tg-cycle"
 START = 1_800_000_000.0
 INTERVAL_S = 15.0
 ISVC = ("tailguard.dev/v1alpha1", "InferenceService")
-TTFT_SLO_S, TPOT_SLO_S = 0.5, 0.05  # every service's, as its manifest says
+TTFT_SLO_S, TPOT_SLO_S = 0.5, 0.05  # every service's SLOs
 
 
 def manifest(i: int) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def manifest(i: int) -> dict[str, Any]:
         "metadata": {"name": f"svc-{i:04d}", "namespace": NAMESPACE, "uid": f"uid-{i}", "generation": 1},
         "spec": {
             "model": {"name": "bench/model"},
-            "slo": {"ttftP99Ms": 500, "tpotP99Ms": 50},
+            "slo": {"ttftP99Ms": round(TTFT_SLO_S * 1000), "tpotP99Ms": round(TPOT_SLO_S * 1000)},
             "autoscaling": {"mode": "DryRun", "minReplicas": 1, "maxReplicas": 8},
         },
     }

@@ -39,11 +39,16 @@ class MetricsReading:
 
     def covers(self, slo: SloEdges) -> bool:
         """The buckets a service with these SLOs needs were read."""
-        ttft, tpot = slo
         return all(
             edge is None or edge in self.narrowed.get(signal, frozenset([edge]))
-            for signal, edge in ((Signal.TTFT_BUCKETS, ttft), (Signal.TPOT_BUCKETS, tpot))
+            for signal, edge in _edges(slo).items()
         )
+
+
+def _edges(slo: SloEdges) -> dict[Signal, float | None]:
+    """Each SLO histogram's edge for a service with these SLOs (``None``: no SLO on it)."""
+    ttft, tpot = slo
+    return {Signal.TTFT_BUCKETS: ttft, Signal.TPOT_BUCKETS: tpot}
 
 
 async def read_metrics(
@@ -62,8 +67,9 @@ async def read_metrics(
     """
     narrowed: dict[Signal, frozenset[float]] = {}
     if slos is not None:
-        narrowed[Signal.TTFT_BUCKETS] = frozenset(ttft for ttft, _ in slos.values())
-        narrowed[Signal.TPOT_BUCKETS] = frozenset(tpot for _, tpot in slos.values() if tpot is not None)
+        edges = [_edges(slo) for slo in slos.values()]
+        for signal in SLO_HISTOGRAMS:
+            narrowed[signal] = frozenset(edge for one in edges if (edge := one[signal]) is not None)
     reading = MetricsReading(at=at, narrowed=narrowed)
 
     async def one(signal: Signal, promql: str) -> None:
@@ -87,10 +93,6 @@ async def read_metrics(
     return reading
 
 
-def _slo_of(signal: Signal, slo: SloEdges) -> float | None:
-    return slo[0] if signal is Signal.TTFT_BUCKETS else slo[1]
-
-
 def _has_edge(buckets: list[tuple[float, float]], edge: float) -> bool:
     return any(math.isclose(bound, edge, rel_tol=1e-9) for bound, _ in buckets)
 
@@ -102,7 +104,7 @@ def _edge_missing(reading: MetricsReading, signal: Signal, slos: Mapping[Service
         return False
     for key, buckets in series.buckets.items():
         slo = slos.get(key)
-        edge = _slo_of(signal, slo) if slo is not None else None
+        edge = _edges(slo)[signal] if slo is not None else None
         if edge is not None and not _has_edge(buckets, edge):
             return True
     return False

@@ -133,7 +133,8 @@ class FakePrometheus:
         narrowed = _NARROWED.search(promql)
         if narrowed is None:
             return []
-        texts = set(narrowed.group(1).replace("\\\\", "\\").replace("\\", "").split("|"))
+        # A PromQL string of regex-escaped bounds: without its backslashes, the bounds themselves.
+        texts = set(narrowed.group(1).replace("\\", "").split("|"))
         full = self.answer(promql[: narrowed.start()] + promql[narrowed.end() :])
         return [series for series in full if (series.get("metric") or {}).get("le") in texts]
 
