@@ -150,3 +150,13 @@ def test_an_answer_the_watch_delivered_first_does_not_replace_what_came_after_it
     assert view.body["spec"]["autoscaling"]["minReplicas"] == 3
     inventory.put_service(_at(4, ready="3/3"))  # and nothing shadows what comes next
     assert _version(inventory) == "4"
+
+
+def test_a_services_body_is_its_views_body_and_none_once_dropped() -> None:
+    inventory = Inventory()
+    inventory.put_service(_service())
+    view = inventory.view(KEY)
+    assert view is not None
+    assert inventory.body(KEY) is view.body
+    inventory.drop_service(KEY)
+    assert inventory.body(KEY) is None

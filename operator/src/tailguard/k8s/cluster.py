@@ -6,11 +6,12 @@ Reconcile code depends only on :class:`ClusterAPI`; tests pass :class:`FakeClust
 from __future__ import annotations
 
 import copy
-import json
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
+
+import orjson
 
 #: A Kubernetes object as JSON data (the one definition; every module that handles objects uses it).
 Manifest = dict[str, Any]
@@ -187,10 +188,10 @@ class FakeCluster:
 
 
 def _written(response: Any) -> Manifest | None:
-    """The object a write answered with, parsed with the standard JSON parser (``None`` if the
-    answer is not one)."""
+    """The object a write answered with (``None`` if the answer is not one). Parsed with orjson: every
+    status write of the control loop answers with the whole object, kept as the service's copy."""
     try:
-        body = json.loads(response.data)
+        body = orjson.loads(response.data)
     except (TypeError, ValueError):
         return None
     return body if isinstance(body, dict) and "metadata" in body else None

@@ -163,6 +163,11 @@ class Inventory:
         """Every known InferenceService, sorted."""
         return sorted(self._services)
 
+    def body(self, key: ServiceKey) -> Manifest | None:
+        """One service's object as last seen (shared, read-only), without its children: what a tick
+        looks at for every service to find those due."""
+        return self._services.get(key)
+
     def view(self, key: ServiceKey) -> ServiceView | None:
         """One service's current view, or None when it is gone.
 

@@ -242,10 +242,10 @@ class ControlLoop:
         changed = self.inventory.take_changed()
         self.telemetry.services.set(len(keys))
         for key in keys:
-            view = self.inventory.view(key)
-            if view is None:
+            body = self.inventory.body(key)
+            if body is None:
                 continue
-            if not first_reconcile_done(view.body):
+            if not first_reconcile_done(body):
                 # Its spec handler has not run yet: there is nothing to act on, and a status
                 # written now would race the handler's own writes (at 2,000 new services, three of
                 # four such writes were refused as conflicts and retried).
@@ -254,7 +254,7 @@ class ControlLoop:
             record = self._records.get(key)
             if record is None:
                 record = self._records[key] = ServiceRecord(resynced_at=now)
-            if record.due(view.body, now):
+            if record.due(body, now):
                 if self._must_wait(key):
                     record.deferred = True
                     report.deferred += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from tailguard.api import InferenceService
@@ -89,6 +90,17 @@ def observed_status(figures: ServiceFigures, *, now: float) -> dict[str, Any]:
     }
 
 
+def _words_and_figures(message: str) -> tuple[str, tuple[float, ...]]:
+    """A message with its figures blanked out, and the figures."""
+    return _NUMBER.sub("#", message), tuple(float(f) for f in _NUMBER.findall(message))
+
+
+#: The same for a message a status holds: compared with a new one at every decision until it is
+#: rewritten (a minute or more), so split once. Sized for a few messages per service at thousands
+#: of services; a message evicted is only split again.
+_held_words_and_figures = lru_cache(maxsize=16384)(_words_and_figures)
+
+
 def figures_moved(old: str | None, new: str) -> bool:
     """Whether ``new`` says something ``old`` does not: other words, or a figure that moved
     materially (by more than :data:`MATERIAL_SHARE` of itself and :data:`MATERIAL_ABSOLUTE`).
@@ -100,10 +112,11 @@ def figures_moved(old: str | None, new: str) -> bool:
         return True
     if old == new:
         return False
-    if _NUMBER.sub("#", old) != _NUMBER.sub("#", new):
+    old_words, old_figures = _held_words_and_figures(old)
+    new_words, new_figures = _words_and_figures(new)
+    if old_words != new_words:
         return True
-    for before, after in zip(_NUMBER.findall(old), _NUMBER.findall(new), strict=True):
-        a, b = float(before), float(after)
+    for a, b in zip(old_figures, new_figures, strict=True):
         change = abs(a - b)
         if change > MATERIAL_ABSOLUTE and change > MATERIAL_SHARE * max(abs(a), abs(b)):
             return True
