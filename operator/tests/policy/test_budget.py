@@ -285,3 +285,25 @@ def test_a_breach_asks_for_no_less_than_the_hold() -> None:
     assert decision.recommended is not None
     assert decision.recommended >= held, (decision.recommended, held, decision.reason)
     assert "holding" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("recommendations", "relaxes"),
+    [
+        # The policy's own scale-down window holds the fleet at 12 after its burst: its own fleet.
+        (((700.0, 12), (985.0, 5)), True),
+        # Nothing the policy asked for within the window reached 12: a floor holds it (minReplicas,
+        # a schedule, a fixed fleet beside DryRun), and slack on it teaches nothing.
+        (((500.0, 12), (700.0, 5), (985.0, 5)), False),
+    ],
+    ids=["held-by-its-own-window", "held-by-something-else"],
+)
+def test_slack_relaxes_the_headroom_only_on_a_fleet_the_policy_holds(
+    recommendations: tuple[tuple[float, int], ...], relaxes: bool
+) -> None:
+    slack = BudgetMemory(good_short=9_999.0, all_short=10_000.0, good_long=99_990.0, all_long=100_000.0)
+    state = PolicyState(budget=slack, recommendations=recommendations, started_at=0.0)
+    run = Run(config=replace(CONFIG, budget_headroom=True), replicas=12, state=state, now=1000.0)
+    run.step(healthy(20.0, 12))
+    gain = run.state.budget.gain
+    assert (gain > 1.0) is relaxes, f"gain {gain} after a window of slack on 12 replicas"

@@ -214,10 +214,11 @@ def adjust_gain(
     ``missing_now``: the newest window itself is under the target. Headroom grows only then (and
     while both windows burn): the decayed windows remember a big miss for many minutes after the
     fleet has caught up, and growing on that memory alone winds it up for nothing.
-    ``own_fleet``: the fleet serving is no larger than what the policy last asked for. Headroom
-    shrinks only then: a fleet held above the policy's need (``minReplicas``, a schedule's floor,
-    a ``DryRun`` beside a fixed fleet) meets the SLO whatever headroom the policy would hold, and
-    learning from it would leave the headroom too thin once the fleet is the policy's again.
+    ``own_fleet``: the fleet serving is no larger than the most the policy asked for within its
+    scale-down window (what its own stabilization holds). Headroom shrinks only then: a fleet held
+    above that (``minReplicas``, a schedule's floor, a ``DryRun`` beside a fixed fleet) meets the
+    SLO whatever headroom the policy would hold, and learning from it would leave the headroom too
+    thin once the fleet is the policy's again.
     """
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)

@@ -107,9 +107,10 @@ def _learn_budget(
     good_now = _good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
     missing_now = good_now is not None and good_now < config.goodput_target
-    # What the policy asked for at the last decision, before any limit (the scale-down window's
-    # newest entry): a larger fleet serving now was not sized by it.
-    asked = state.recommendations[-1][1] if state.recommendations else None
+    # The most the policy asked for within its scale-down window, before any other limit: what its
+    # own stabilization holds the fleet at. A larger fleet serving now was not sized by it.
+    window = [r for t, r in state.recommendations if now - t <= config.scale_down_stabilization_s]
+    asked = max(window) if window else None
     own_fleet = asked is None or obs.ready_replicas <= asked
     memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet)
     return memory, headroom(memory, budget), startup
