@@ -301,9 +301,21 @@ def test_a_breach_asks_for_no_less_than_the_hold() -> None:
 def test_slack_relaxes_the_headroom_only_on_a_fleet_the_policy_holds(
     recommendations: tuple[tuple[float, int], ...], relaxes: bool
 ) -> None:
+    gain = _gain_after_slack(recommendations, replicas=12)
+    assert (gain > 1.0) is relaxes, f"gain {gain} after a window of slack on 12 replicas"
+
+
+def test_slack_on_a_fleet_smaller_than_the_policy_asks_teaches_nothing() -> None:
+    # A fixed fleet of 6 beside DryRun (or a lead-in the policy only watched) met the SLO while the
+    # policy asked for 12: it was sized by other means (foresight, a schedule kept by hand).
+    assert _gain_after_slack(((985.0, 12),), replicas=6) == pytest.approx(1.0)
+    assert _gain_after_slack(((985.0, 6),), replicas=6) > 1.0, "the same fleet, the policy's own"
+
+
+def _gain_after_slack(recommendations: tuple[tuple[float, int], ...], *, replicas: int) -> float:
+    """The gain after one decision on ``replicas`` with a budget that burned at 0.01×."""
     slack = BudgetMemory(good_short=9_999.0, all_short=10_000.0, good_long=99_990.0, all_long=100_000.0)
     state = PolicyState(budget=slack, recommendations=recommendations, started_at=0.0)
-    run = Run(config=replace(CONFIG, budget_headroom=True), replicas=12, state=state, now=1000.0)
-    run.step(healthy(20.0, 12))
-    gain = run.state.budget.gain
-    assert (gain > 1.0) is relaxes, f"gain {gain} after a window of slack on 12 replicas"
+    run = Run(config=replace(CONFIG, budget_headroom=True), replicas=replicas, state=state, now=1000.0)
+    run.step(healthy(20.0, replicas))
+    return run.state.budget.gain

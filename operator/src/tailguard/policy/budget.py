@@ -214,11 +214,13 @@ def adjust_gain(
     ``missing_now``: the newest window itself is under the target. Headroom grows only then (and
     while both windows burn): the decayed windows remember a big miss for many minutes after the
     fleet has caught up, and growing on that memory alone winds it up for nothing.
-    ``own_fleet``: the fleet serving is no larger than the most the policy asked for within its
-    scale-down window (what its own stabilization holds). Headroom shrinks only then: a fleet held
-    above that (``minReplicas``, a schedule's floor, a ``DryRun`` beside a fixed fleet) meets the
-    SLO whatever headroom the policy would hold, and learning from it would leave the headroom too
-    thin once the fleet is the policy's again.
+    ``own_fleet``: the fleet serving is the one the policy sized: no larger than the most it asked
+    for within its scale-down window (what its own stabilization holds) and no smaller than what it
+    asks. Headroom shrinks only then: a fleet held above that (``minReplicas``, a schedule's floor)
+    meets the SLO whatever headroom the policy would hold, and a smaller one sized by something
+    else (a fixed fleet beside ``DryRun``, a schedule kept by hand) met it by means the policy does
+    not have; learning from either would leave the headroom too thin once the fleet is the
+    policy's.
     """
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)

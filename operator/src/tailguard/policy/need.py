@@ -107,11 +107,18 @@ def _learn_budget(
     good_now = _good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
     missing_now = good_now is not None and good_now < config.goodput_target
-    # The most the policy asked for within its scale-down window, before any other limit: what its
-    # own stabilization holds the fleet at. A larger fleet serving now was not sized by it.
+    # The fleet is the policy's own when no larger than the most it asked for within its scale-down
+    # window (what its own stabilization holds; above it a floor holds the fleet) and no smaller than
+    # what it asks now (below it the fleet was sized by something else: a fixed fleet beside DryRun,
+    # a lead-in it only watched, GPUs it could not get). Slack on any other fleet says nothing of
+    # the headroom the policy's own sizing needs.
     window = [r for t, r in state.recommendations if now - t <= config.scale_down_stabilization_s]
     asked = max(window) if window else None
-    own_fleet = asked is None or obs.ready_replicas <= asked
+    newest = state.recommendations[-1][1] if state.recommendations else None
+    own_fleet = asked is None or (
+        obs.ready_replicas <= asked
+        and (newest is None or obs.desired_replicas >= min(newest, config.max_replicas))
+    )
     memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet)
     return memory, headroom(memory, budget), startup
 
