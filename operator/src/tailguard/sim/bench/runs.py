@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,8 +60,19 @@ def _seeds(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
 
-def scenario_of(bench: BenchTrace, seed: int, lead_s: float = LEAD_IN_S) -> Scenario:
+def scenario_of(bench: BenchTrace, seed: int, lead_s: float = LEAD_IN_S, rate_scale: float = 1.0) -> Scenario:
+    """The benchmark's scenario for ``bench`` and ``seed``; with ``rate_scale`` k the same requests
+    at k times the rate (the clock, lead-in included, compressed by k): the policy at other rates
+    and burst lengths than the ones it is tuned on."""
     trace = bench.make(seed, lead_s)
+    if rate_scale != 1.0:
+        return Scenario(
+            trace.scaled(rate_scale),
+            get_profile(bench.profile),
+            bench.slo,
+            seed=seed,
+            warmup_s=lead_s / rate_scale,
+        )
     return Scenario(trace, get_profile(bench.profile), bench.slo, seed=seed, warmup_s=lead_s)
 
 
@@ -86,8 +98,9 @@ def _run_trace(
     with_sweep: bool,
     jobs: int,
     lead_s: float,
+    rate_scale: float = 1.0,
 ) -> TraceRun:
-    scenario = scenario_of(bench, seed, lead_s)
+    scenario = scenario_of(bench, seed, lead_s, rate_scale)
     trace = scenario.trace
     print(
         f"\n== {bench.key}, seed {seed}: {bench.describe} "
@@ -137,7 +150,13 @@ def _run_trace(
         result.summaries,
         lower_bound_gpu_hours=result.lower_bound_gpu_hours,
         trace=trace_summary(trace),
-        settings={"describe": bench.describe, "seed": seed, "profile": bench.profile, "lead_in_s": lead_s},
+        settings={
+            "describe": bench.describe,
+            "seed": seed,
+            "profile": bench.profile,
+            "lead_in_s": lead_s,
+            "rate_scale": rate_scale,
+        },
     )
     document["goals"] = [
         {"goal": g.goal, "met": g.met, "measured": g.measured, "note": g.note} for g in checks
@@ -319,6 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         default=LEAD_IN_S,
         help="seconds of the same process before each trace, served while every policy observes",
     )
+    parser.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        help="run each trace at this many times its rate (its clock, lead-in included, compressed as "
+        "much): the policy at rates and burst lengths it was not tuned on; not with --frontier or --sweep",
+    )
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     parser.add_argument("--plots", help="also copy each trace's plots here (e.g. docs/img)")
     args = parser.parse_args(argv)
@@ -327,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [k for k in wanted if k not in known]
     if unknown:
         parser.error(f"unknown traces {', '.join(unknown)}; known: {', '.join(known)}")
+    if not (math.isfinite(args.rate_scale) and args.rate_scale > 0):
+        parser.error(f"--rate-scale must be a positive number, got {args.rate_scale}")
+    if args.rate_scale != 1.0 and (args.frontier or args.sweep):
+        parser.error("--rate-scale runs the traces and their goals only, not --frontier or --sweep")
     seeds = [args.seed] if args.seed is not None else _seeds(args.seeds)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if "flat" not in policies:
@@ -350,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                 with_sweep=args.sweep,
                 jobs=args.jobs,
                 lead_s=args.lead_in_s,
+                rate_scale=args.rate_scale,
             )
             all_met &= all(check.met for check in done.checks)
             runs.append(done)
