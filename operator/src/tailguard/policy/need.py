@@ -113,11 +113,9 @@ def _learn_budget(
     # a lead-in it only watched, GPUs it could not get). Slack on any other fleet says nothing of
     # the headroom the policy's own sizing needs.
     window = [r for t, r in state.recommendations if now - t <= config.scale_down_stabilization_s]
-    asked = max(window) if window else None
-    newest = state.recommendations[-1][1] if state.recommendations else None
-    own_fleet = asked is None or (
-        obs.ready_replicas <= asked
-        and (newest is None or obs.desired_replicas >= min(newest, config.max_replicas))
+    own_fleet = not window or (
+        obs.ready_replicas <= max(window)
+        and obs.desired_replicas >= min(state.recommendations[-1][1], config.max_replicas)
     )
     memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet)
     return memory, headroom(memory, budget), startup

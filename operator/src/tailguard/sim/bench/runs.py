@@ -66,14 +66,8 @@ def scenario_of(bench: BenchTrace, seed: int, lead_s: float = LEAD_IN_S, rate_sc
     and burst lengths than the ones it is tuned on."""
     trace = bench.make(seed, lead_s)
     if rate_scale != 1.0:
-        return Scenario(
-            trace.scaled(rate_scale),
-            get_profile(bench.profile),
-            bench.slo,
-            seed=seed,
-            warmup_s=lead_s / rate_scale,
-        )
-    return Scenario(trace, get_profile(bench.profile), bench.slo, seed=seed, warmup_s=lead_s)
+        trace = trace.scaled(rate_scale)
+    return Scenario(trace, get_profile(bench.profile), bench.slo, seed=seed, warmup_s=lead_s / rate_scale)
 
 
 @dataclass
