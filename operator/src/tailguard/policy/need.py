@@ -94,7 +94,7 @@ def _learn_budget(
     config: PolicyConfig,
     state: PolicyState,
     obs: Observation,
-    demand: float,
+    load: float,
     *,
     now: float,
     elapsed: float,
@@ -103,7 +103,11 @@ def _learn_budget(
     """Fold this window into the error budget's memory; the headroom it allows and the horizon."""
     budget = max(1e-4, 1.0 - config.goodput_target)
     startup = startup_horizon(config, obs)
-    memory = record_load(state.budget, now, 0.0 if idle else demand, elapsed, startup)
+    # The measured load is the rate window's mean, half a window behind the arrivals: a jump shows
+    # in full only that much later, so the history looks that much further ahead.
+    memory = record_load(
+        state.budget, now, 0.0 if idle else load, elapsed, startup + 0.5 * config.rate_window_s
+    )
     good_now = _good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
     missing_now = good_now is not None and good_now < config.goodput_target
@@ -145,8 +149,10 @@ def size_need(
     sized = None
     if healthy is not None and healthy > 0 and not idle:
         sized = ceil_replicas(ahead.measured / (healthy * u))
+    # The history is of the load measured, the same load the hold scales: the surge and the
+    # queue's growth are readings to act on now, and a burst's onset read up to twice its rate.
     memory, room, startup = _learn_budget(
-        config, state, obs, ahead.demand, now=now, elapsed=elapsed, idle=idle
+        config, state, obs, ahead.measured, now=now, elapsed=elapsed, idle=idle
     )
     hold: int | None = None
     held_load = 0.0
