@@ -10,9 +10,10 @@ are re-parsed where they would be.
 
 It reports the process CPU (``time.process_time``, every thread) per steady cycle, the loop's ticks
 up to the next cycle included, per service, and the writes per cycle. The loop makes its writes in
-the background; each cycle here waits for them to land before the next, so their CPU is counted with the cycle that queued them, and the cycle's
-own wall time (until it returns, writes queued) is reported apart. What it leaves out, and
-``make bench-operator`` includes: kopf's watches, the API client's HTTP and TLS, and the machine.
+the background; each cycle here waits for them to land before the next, so their CPU is counted
+with the cycle that queued them, and the cycle's own wall time (until it returns, writes queued) is
+reported apart. What it leaves out, and ``make bench-operator`` includes: kopf's watches, the API
+client's HTTP and TLS, and the machine.
 """
 
 from __future__ import annotations

@@ -341,7 +341,8 @@ def test_a_surge_read_at_a_bursts_onset_does_not_enlarge_the_history() -> None:
             run.hold(lambda n: healthy(120.0, n), 30)
     calm_plain = plain.hold(lambda n: healthy(40.0, n), 120)
     calm_surged = surged.hold(lambda n: healthy(40.0, n), 120)
-    assert any("surge" in d.reason or d.replicas > 3 for d in surged.history)
+    # The surge was read: at the bursts' onsets the sizing asked for more than on the plain run.
+    assert max(d.replicas for d in surged.history) > max(d.replicas for d in plain.history)
     # (The fleet itself is still the surge's for a scale-down window: the recommendation is the hold.)
     assert calm_surged.recommended == calm_plain.recommended, (calm_surged.reason, calm_plain.reason)
 
@@ -360,5 +361,6 @@ def test_a_burst_the_rate_window_climbs_to_is_held_in_full() -> None:
         for rate in [40.0] * 16 + ramp(40.0, 120.0, 120.0) + [120.0] * 4 + ramp(120.0, 40.0, 120.0):
             run.step(healthy(rate, run.replicas))
     calm = run.hold(lambda n: healthy(40.0, n), 120)
-    held = float(calm.reason.split("holding ")[1].split(" for ")[1].split(" req/s")[0])
+    held, _ = headroom(run.state.budget, 1.0 - config.goodput_target).held(40.0)
     assert held >= 115.0, calm.reason
+    assert f"for {held:.1f} req/s" in calm.reason, "the decision holds the same load"
