@@ -16,6 +16,8 @@ from tailguard.policy.budget import (
     BUCKETS,
     GAIN_MAX,
     GAIN_MIN,
+    PEAK_BUCKETS,
+    RATIO_STEP,
     BudgetMemory,
     adjust_gain,
     burn_rate,
@@ -55,6 +57,24 @@ def test_the_jump_held_is_the_one_the_history_shows(
     room = headroom(_memory(loads), budget=0.01)
     assert room.learned
     assert ratio_at_least <= room.ratio <= ratio_at_most, room
+
+
+@pytest.mark.parametrize(
+    ("target", "position"),
+    [
+        pytest.param(0.99, 3.9, id="1% budget: nine tenths into the bucket"),
+        pytest.param(0.95, 3.5, id="5% budget: halfway into it"),
+    ],
+)
+def test_the_quantile_is_read_within_its_bucket_not_at_its_top(target: float, position: float) -> None:
+    """Nine tenths of the requests met no jump and a tenth jumps of 1.31–1.43× (bucket 3): the
+    quantile falls inside that bucket, and rounding it up to the bucket's top would hold up to a
+    bucket's width (9.5%) more than the history shows, on every decision."""
+    jumps = [900.0, 0.0, 0.0, 100.0] + [0.0] * (BUCKETS - 4)
+    peaks = [0.0] * (PEAK_BUCKETS - 1) + [1000.0]
+    room = headroom(BudgetMemory(jumps=tuple(jumps), peaks=tuple(peaks)), budget=1.0 - target)
+    assert room.ratio == pytest.approx(RATIO_STEP**position), room
+    assert RATIO_STEP**3 < room.ratio < RATIO_STEP**4
 
 
 def test_a_burst_under_way_is_not_multiplied_by_the_jump_into_it() -> None:

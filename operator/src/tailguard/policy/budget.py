@@ -11,8 +11,9 @@ before help could arrive. Three pieces, all pure:
   ``HISTORY_HALF_LIFE_S``, so the service learns its own recent pattern, and the histogram is a
   fixed 48 numbers whatever the history's length.
 * **Which quantile to hold.** With a budget ``b`` the fleet may leave about ``b`` of the requests
-  unserved on time, so it holds the jump not exceeded by ``1 − b·gain`` of the requests. A lower
-  target gives a larger budget, a lower quantile and never a larger hold.
+  unserved on time, so it holds the jump not exceeded by ``1 − b·gain`` of the requests, read
+  within its bucket (the bucket's weight spread over its log-width) rather than rounded up to the
+  bucket's top. A lower target gives a larger budget, a lower quantile and never a larger hold.
 * **How the budget is spent (the slow outer loop).** Attainment is integrated over a short and a
   long window. The burn rate is the miss share over the budget (1: the budget is spent exactly
   as fast as it accrues). While both windows burn faster than 1, ``gain`` falls (a higher quantile,
@@ -108,31 +109,12 @@ def _bucket(ratio: float) -> int:
     return min(BUCKETS - 1, int(math.log(ratio) / math.log(RATIO_STEP)))
 
 
-def _bucket_top(index: int) -> float:
-    """The upper edge of a bucket: holding for it covers every jump within."""
-    return float(RATIO_STEP ** (index + 1))
-
-
 def _peak_bucket(load: float) -> int:
     if not load > PEAK_FLOOR:
         return 0
     if not math.isfinite(load):
         return PEAK_BUCKETS - 1
     return min(PEAK_BUCKETS - 1, int(math.log(load / PEAK_FLOOR) / math.log(PEAK_STEP)))
-
-
-def _peak_top(index: int) -> float:
-    return float(PEAK_FLOOR * PEAK_STEP ** (index + 1))
-
-
-def _quantile_index(weights: tuple[float, ...], quantile: float) -> int:
-    total = sum(weights)
-    seen = 0.0
-    for i, weight in enumerate(weights):
-        seen += weight
-        if seen >= quantile * total:
-            return i
-    return len(weights) - 1
 
 
 def _shorten(values: list[float]) -> tuple[float, ...]:
@@ -266,8 +248,20 @@ def _quantile(budget: float, gain: float) -> float:
     return min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * max(gain, GAIN_QUANTILE_MIN)))
 
 
+def _quantile_position(weights: tuple[float, ...], quantile: float) -> float:
+    """Where ``quantile`` of the weight falls, in buckets: the index plus the share of that
+    bucket's weight below it (the weight spread evenly over the bucket's log-width)."""
+    total = sum(weights)
+    seen = 0.0
+    for i, weight in enumerate(weights):
+        if weight > 0 and seen + weight >= quantile * total:
+            return i + min(1.0, max(0.0, (quantile * total - seen) / weight))
+        seen += weight
+    return float(len(weights))
+
+
 def _quantiles(memory: BudgetMemory, quantile: float) -> tuple[float, float]:
     """The jump ratio and the peak load at ``quantile`` of the history."""
-    index = _quantile_index(memory.jumps, quantile)
-    ratio = 1.0 if index == 0 else _bucket_top(index)
-    return ratio, _peak_top(_quantile_index(memory.peaks, quantile))
+    at = _quantile_position(memory.jumps, quantile)
+    ratio = 1.0 if at <= 1.0 else float(RATIO_STEP**at)
+    return ratio, float(PEAK_FLOOR * PEAK_STEP ** _quantile_position(memory.peaks, quantile))
