@@ -129,7 +129,14 @@ def test_a_step_to_triple_load_scales_up_once_and_fast(
         result = prometheus.query(p99)
         return bool(result) and float(result[0]["value"][1]) > 0.5
 
-    wait_for("Prometheus to show p99 TTFT above 500 ms", breach_seen, timeout=60, interval=0.5)
+    # A decision that reads the rising load before the tail breaks scales up first (the running
+    # gauge leads the latency histograms): that meets the requirement as well, and earlier.
+    wait_for(
+        "Prometheus to show p99 TTFT above 500 ms, or a scale-up before it",
+        lambda: breach_seen() or bool(events(kube, namespace, "Scaled")),
+        timeout=60,
+        interval=0.5,
+    )
     # The deadline is the requirement: a scale-up within two decision intervals of the breach.
     scaled = wait_for(
         "a scale-up within two decision intervals of the breach",
