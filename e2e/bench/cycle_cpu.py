@@ -84,6 +84,7 @@ def answers(rates: list[float], at: float) -> dict[Signal, list[dict[str, Any]]]
         out[Signal.TPOT_BUCKETS].append(series(name, rate * 180, at, le="+Inf"))
         for signal, value in (
             (Signal.REQUEST_RATE, rate),
+            (Signal.REQUEST_RATE_BURST, rate),
             (Signal.PROMPT_TOKEN_RATE, rate * 200),
             (Signal.GENERATION_TOKEN_RATE, rate * 180),
             (Signal.RUNNING, rate * 1.5),

@@ -163,6 +163,9 @@ def test_operator_reads_one_pod_and_the_request_rate(engine_run: EngineRun) -> N
     assert sig.reporting_pods == 1, sig
     assert sig.request_rate is not None, sig
     assert sig.request_rate > 0, sig
+    # The burst window (30 s, many scrapes here) reads the same counter: a series, not a gap.
+    assert sig.request_rate_burst is not None, sig
+    assert sig.request_rate_burst >= 0, sig
     assert sig.running == 0, f"the engine should be idle after the load: {sig}"
     assert sig.waiting == 0, f"the engine should be idle after the load: {sig}"
     assert sig.kv_cache_usage is not None, sig

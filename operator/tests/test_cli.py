@@ -152,6 +152,7 @@ def test_run_arguments_become_typed_settings(monkeypatch: pytest.MonkeyPatch, tm
             "-n",
             "team-b",
             "--rate-window=90s",
+            "--burst-window=20s",
             "--prometheus-url=http://prom:9090",
             f"--prometheus-token-file={token}",
             "--prometheus-username=tg",
@@ -162,6 +163,7 @@ def test_run_arguments_become_typed_settings(monkeypatch: pytest.MonkeyPatch, tm
     settings = operator_settings(args)
     assert settings.namespaces == ("team-a", "team-b")
     assert settings.scope.rate_window_s == 90.0
+    assert settings.scope.burst_window_s == 20.0
     assert settings.prometheus.url == "http://prom:9090"
     assert settings.prometheus.bearer_token == "abc"
     assert settings.prometheus.basic_auth == ("tg", "secret")

@@ -117,6 +117,13 @@ _RUN_OPTIONS = (
     _Option("--prometheus-ca-file", "PROMETHEUS_CA_FILE", str, None, "CA bundle for Prometheus's TLS"),
     _Option("--prometheus-timeout", "PROMETHEUS_TIMEOUT", float, "10", "seconds before a query is abandoned"),
     _Option("--rate-window", "RATE_WINDOW", _rate_window, "2m", "PromQL rate() window; two scrapes or more"),
+    _Option(
+        "--burst-window",
+        "BURST_WINDOW",
+        _rate_window,
+        "30s",
+        "short rate() window that shows bursts: two scrape intervals",
+    ),
 )
 
 
@@ -161,7 +168,7 @@ def operator_settings(args: argparse.Namespace) -> OperatorSettings:
             ca_file=args.prometheus_ca_file,
             timeout_s=args.prometheus_timeout,
         ),
-        scope=QueryScope(namespaces=namespaces, rate_window=args.rate_window),
+        scope=QueryScope(namespaces=namespaces, rate_window=args.rate_window, burst_window=args.burst_window),
         render=RenderSettings(default_image=args.default_vllm_image),
         liveness_port=args.liveness_port,
         metrics_port=args.metrics_port,

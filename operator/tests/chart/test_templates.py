@@ -119,6 +119,7 @@ def test_default_args_watch_every_namespace_and_reach_prometheus(helm: Helm) -> 
     assert args.prometheus_url == "http://prometheus-operated.monitoring.svc:9090"
     assert args.prometheus_timeout == 10
     assert args.rate_window == "2m"
+    assert args.burst_window == "30s"
     assert args.prometheus_token_file is None
     assert args.prometheus_username is None
     assert args.prometheus_ca_file is None

@@ -106,6 +106,7 @@ async def test_cycle_reads_every_signal_once_and_computes_against_each_slo() -> 
         {
             queries[Signal.TTFT_BUCKETS]: _ttft_histogram({0.25: 90.0, 0.5: 95.0, 1.0: 100.0}, 100.0),
             queries[Signal.REQUEST_RATE]: [_series("10")],
+            queries[Signal.REQUEST_RATE_BURST]: [_series("40")],
             queries[Signal.RUNNING]: [_series("NaN")],
             queries[Signal.WAITING]: [_series("+Inf")],
             queries[Signal.REPORTING_PODS]: [_series("2")],
@@ -120,6 +121,7 @@ async def test_cycle_reads_every_signal_once_and_computes_against_each_slo() -> 
     # 95% at or below 0.75 s, 100% at 1.0 s: the 99th percentile lies 4/5 into that bucket.
     assert signals.p99_ttft_s == pytest.approx(0.75 + 0.25 * (99 - 95) / 5)
     assert signals.request_rate == 10.0
+    assert signals.request_rate_burst == 40.0
     assert signals.running is None, "NaN is not a measurement"
     assert signals.waiting is None, "+Inf is not a measurement"
     assert signals.reporting_pods == 2

@@ -58,6 +58,15 @@ def test_queue_time_is_read_as_a_mean_per_service() -> None:
     )
 
 
+def test_the_burst_rate_is_the_request_rate_over_the_short_window() -> None:
+    queries = all_queries(QueryScope(rate_window="1m", burst_window="20s"))
+    assert queries[Signal.REQUEST_RATE_BURST] == (
+        'sum by (namespace, inference_service) (rate(vllm:request_success_total{inference_service!=""}[20s]))'
+    )
+    assert queries[Signal.REQUEST_RATE] == queries[Signal.REQUEST_RATE_BURST].replace("[20s]", "[1m]")
+    assert QueryScope().burst_window_s == 30.0
+
+
 def test_histogram_query_keeps_le_and_sums_pods_and_engines() -> None:
     q = histogram_buckets(QueryScope(rate_window="1m"), VllmMetric.TTFT)
     assert q == (

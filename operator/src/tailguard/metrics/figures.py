@@ -186,6 +186,7 @@ def figures_for(
         tpot_within_slo=figures.tpot_within_slo,
         goodput=figures.goodput,
         request_rate=_value(reading, Signal.REQUEST_RATE, key),
+        request_rate_burst=_value(reading, Signal.REQUEST_RATE_BURST, key),
         prompt_token_rate=_value(reading, Signal.PROMPT_TOKEN_RATE, key),
         generation_token_rate=_value(reading, Signal.GENERATION_TOKEN_RATE, key),
         running=_value(reading, Signal.RUNNING, key),

@@ -25,6 +25,8 @@ class Signal(StrEnum):
     TTFT_P99 = "ttft_p99"
     TPOT_P99 = "tpot_p99"
     REQUEST_RATE = "request_rate"
+    #: Finished requests over the short burst window.
+    REQUEST_RATE_BURST = "request_rate_burst"
     PROMPT_TOKEN_RATE = "prompt_token_rate"
     GENERATION_TOKEN_RATE = "generation_token_rate"
     RUNNING = "running"
@@ -67,12 +69,19 @@ class QueryScope:
     namespaces: tuple[str, ...] = ()
     #: The ``rate()`` window; it must span at least two scrape intervals.
     rate_window: str = "2m"
+    #: The short window of the burst rate: two scrape intervals (the rendered PodMonitor's 15 s).
+    burst_window: str = "30s"
     extra_matchers: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     @cached_property
     def rate_window_s(self) -> float:
         """The ``rate()`` window in seconds (the policy reasons about what the rates lag by); parsed once."""
         return duration_seconds(self.rate_window)
+
+    @cached_property
+    def burst_window_s(self) -> float:
+        """The burst window in seconds; parsed once."""
+        return duration_seconds(self.burst_window)
 
     @property
     def group(self) -> str:
@@ -124,9 +133,10 @@ def histogram_p99(scope: QueryScope, family: VllmMetric) -> str:
     return f"histogram_quantile(0.99, {histogram_buckets(scope, family)})"
 
 
-def counter_rate(scope: QueryScope, counter: VllmMetric) -> str:
-    """Per-service rate of a counter, summed over pods and engines."""
-    return f"sum by ({scope.group}) (rate({counter.value}{scope.selector()}[{scope.rate_window}]))"
+def counter_rate(scope: QueryScope, counter: VllmMetric, window: str | None = None) -> str:
+    """Per-service rate of a counter, summed over pods and engines (over the rate window unless
+    ``window`` is given)."""
+    return f"sum by ({scope.group}) (rate({counter.value}{scope.selector()}[{window or scope.rate_window}]))"
 
 
 def gauge_sum(scope: QueryScope, gauge: VllmMetric) -> str:
@@ -182,6 +192,7 @@ def all_queries(
     return {
         **histograms,
         Signal.REQUEST_RATE: counter_rate(scope, VllmMetric.REQUEST_SUCCESS),
+        Signal.REQUEST_RATE_BURST: counter_rate(scope, VllmMetric.REQUEST_SUCCESS, scope.burst_window),
         Signal.PROMPT_TOKEN_RATE: counter_rate(scope, VllmMetric.PROMPT_TOKENS),
         Signal.GENERATION_TOKEN_RATE: counter_rate(scope, VllmMetric.GENERATION_TOKENS),
         Signal.RUNNING: gauge_sum(scope, VllmMetric.RUNNING),

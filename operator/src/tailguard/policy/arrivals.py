@@ -26,6 +26,9 @@ _SURGE = 1.3
 _JUMP = 1.5
 #: A start is warm (its first windows no longer fill up and look like growth) after this long.
 _WARM_UP_S = 240.0
+#: A burst reading counts only beyond this many Poisson spreads of its count: a scrape interval
+#: holds few requests at a low rate, and the largest of many noisy readings is no burst.
+_BURST_SPREADS = 2.0
 
 #: One in-flight sample: ``(sample time, requests running + waiting, serving replicas)``.
 InFlightSample = tuple[float, float, int]
@@ -54,6 +57,9 @@ class Arrivals:
     queue_at: float | None
     #: No queue within the last rate window (the p99s no longer carry one).
     queue_gone: bool
+    #: Arrivals per second over the last scrape interval that the burst window shows for certain
+    #: (0 without it): a burst shorter than the rate window, near its height.
+    burst: float
     #: The in-flight samples to remember (this one included).
     in_flight: tuple[InFlightSample, ...]
 
@@ -78,6 +84,7 @@ def read_arrivals(
     in_flight_now = (obs.running or 0.0) + waiting
     history = _prune_in_flight(state.in_flight, obs.sample_time, config)
     flow = _in_flight_change(history, obs.sample_time, in_flight_now, replica.serving, config)
+    burst = burst_arrivals(config, obs, history, in_flight_now, replica.serving)
     history = (*history, (obs.sample_time, in_flight_now, replica.serving))
     flowed = max(0.0, rate + flow) if flow is not None else rate
     # Rates lag by the window; the running and waiting gauges do not. When the requests in the
@@ -125,6 +132,7 @@ def read_arrivals(
         queued=queued,
         queue_at=queue_at,
         queue_gone=queue_gone,
+        burst=burst,
         in_flight=history,
     )
 
@@ -195,6 +203,33 @@ def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, *, now: fl
 def steady(config: PolicyConfig, load: Arrivals) -> bool:
     """No surge and no significant rise over one start-up: a window that reads the load as it is."""
     return not load.surging and load.trend * config.startup_s <= _TREND_SIGNIFICANT * max(load.level, 1e-9)
+
+
+def burst_arrivals(
+    config: PolicyConfig,
+    obs: Observation,
+    history: tuple[InFlightSample, ...],
+    in_flight: float,
+    serving: int,
+) -> float:
+    """Arrivals per second over the burst window's last scrape interval, for certain: the requests
+    it finished, plus the change of requests in flight since the sample one interval ago (while a
+    queue drains the replicas finish more than arrives), less ``_BURST_SPREADS`` Poisson spreads of
+    the interval's count. 0 without a burst rate."""
+    rate, now = obs.request_rate_burst, obs.sample_time
+    if rate is None or not math.isfinite(rate) or rate <= 0 or now is None:
+        return 0.0
+    # Two scrapes: the rate is one interval's increase.
+    span = 0.5 * config.burst_window_s
+    usable = [row for row in history if now - row[0] >= 0.5 * span]
+    if usable:
+        t, then, serving_then = min(usable, key=lambda row: abs(now - span - row[0]))
+        if serving >= serving_then:
+            change = in_flight - then
+            noise = 2.0 * math.sqrt(max(0.0, in_flight) + max(0.0, then))
+            rate = max(0.0, rate + math.copysign(max(0.0, abs(change) - noise), change) / (now - t))
+    count = rate * span
+    return max(0.0, count - _BURST_SPREADS * math.sqrt(count)) / span
 
 
 def _prune_in_flight(

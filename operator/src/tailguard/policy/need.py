@@ -151,14 +151,15 @@ def size_need(
         sized = ceil_replicas(ahead.measured / (healthy * u))
     # The history is of the load measured, the same load the hold scales: the surge and the
     # queue's growth are readings to act on now, and a burst's onset read up to twice its rate.
-    memory, room, startup = _learn_budget(
-        config, state, obs, ahead.measured, now=now, elapsed=elapsed, idle=idle
-    )
+    # A burst shorter than the rate window counts at the height the burst window saw: the rate
+    # window's mean dilutes a ten-second burst twelvefold, and the hold would miss it every time.
+    seen = max(ahead.measured, load.burst)
+    memory, room, startup = _learn_budget(config, state, obs, seen, now=now, elapsed=elapsed, idle=idle)
     hold: int | None = None
     held_load = 0.0
     floored = False
     if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
-        held_load, floored = room.held(ahead.measured)
+        held_load, floored = room.held(seen)
         hold = ceil_replicas(held_load / healthy)
     parts: list[str] = []
     per_replica = cap.per_replica

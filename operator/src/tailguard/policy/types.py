@@ -56,6 +56,9 @@ class PolicyConfig:
     #: The ``rate()`` window of the metrics reader: the finished-request rate is a mean over it,
     #: and the change of requests in flight over the same span turns it into arrivals.
     rate_window_s: float = 120.0
+    #: The window of ``request_rate_burst``: two scrape intervals, so its rate is one scrape's
+    #: increase (what the Poisson spread of its count is reckoned on).
+    burst_window_s: float = 30.0
     #: Declared windows of known load: while one is open its ``min_replicas`` is a floor
     #: (``Limit.SCHEDULE``), never above ``max_replicas``. ``decide`` reads them at ``now``.
     schedules: tuple[ScheduleWindow, ...] = ()
@@ -86,6 +89,9 @@ class EngineFigures:
     goodput: float | None = None
     #: Finished requests per second (``vllm:request_success_total``).
     request_rate: float | None = None
+    #: The same over the short burst window (two scrapes): a burst shorter than the rate window
+    #: shows near its height here, diluted there. Optional; the error budget's history reads it.
+    request_rate_burst: float | None = None
     prompt_token_rate: float | None = None
     generation_token_rate: float | None = None
     running: float | None = None

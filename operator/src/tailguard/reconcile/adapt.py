@@ -21,8 +21,10 @@ def slo_seconds(isvc: InferenceService) -> tuple[float, float | None]:
     return slo.ttft_p99_ms / 1000.0, slo.tpot_p99_ms / 1000.0 if slo.tpot_p99_ms is not None else None
 
 
-def policy_config(isvc: InferenceService, *, rate_window_s: float) -> policy.PolicyConfig:
-    """The policy's view of the spec, and of the ``rate()`` window the figures were read over."""
+def policy_config(
+    isvc: InferenceService, *, rate_window_s: float, burst_window_s: float = 30.0
+) -> policy.PolicyConfig:
+    """The policy's view of the spec, and of the ``rate()`` windows the figures were read over."""
     autoscaling = isvc.spec.autoscaling
     ttft_s, tpot_s = slo_seconds(isvc)
     return policy.PolicyConfig(
@@ -38,6 +40,7 @@ def policy_config(isvc: InferenceService, *, rate_window_s: float) -> policy.Pol
         max_batch_tuning=autoscaling.max_batch.enabled,
         max_batch_change_interval_s=float(autoscaling.max_batch.min_change_interval_seconds),
         rate_window_s=rate_window_s,
+        burst_window_s=burst_window_s,
         schedules=tuple(
             policy.ScheduleWindow(w.name, w.start, float(w.duration_seconds), w.min_replicas, w.time_zone)
             for w in autoscaling.schedules

@@ -47,6 +47,8 @@ class AutoscaleInput:
     rate_window_s: float
     #: The conditions in status as they stand (camelCase dicts, as read).
     conditions: list[dict[str, Any]]
+    #: The window of the burst rate behind ``figures``, in seconds.
+    burst_window_s: float = 30.0
 
 
 @dataclass
@@ -150,7 +152,7 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     mode = isvc.spec.autoscaling.mode
     status = isvc.status
     current = running_size(isvc)  # DryRun and Manual: where the spec puts the service
-    config = policy_config(isvc, rate_window_s=inp.rate_window_s)
+    config = policy_config(isvc, rate_window_s=inp.rate_window_s, burst_window_s=inp.burst_window_s)
     obs = observation(inp.figures, inp.workload, current, metrics_ok=inp.metrics_ok)
     decision, new_state = policy.decide(config, inp.state or policy.PolicyState(), obs, inp.now)
 

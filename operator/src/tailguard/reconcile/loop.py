@@ -514,6 +514,7 @@ class ControlLoop:
                 now=now,
                 metrics_ok=metrics.ok,
                 rate_window_s=self.scope.rate_window_s,
+                burst_window_s=self.scope.burst_window_s,
                 conditions=list((view.body.get("status") or {}).get("conditions") or []),
             )
         )

@@ -164,6 +164,7 @@ class ModelledPrometheus:
         window_s: float,
         ttft_slo_s: float,
         tpot_slo_s: float | None,
+        burst_window_s: float | None = None,
     ) -> Observation:
         """The metric half of tailguard's :class:`Observation` (the Deployment half is added by
         the fleet), computed as ``tailguard.metrics`` computes it from real Prometheus."""
@@ -187,6 +188,11 @@ class ModelledPrometheus:
             tpot_within_slo=figures.tpot_within_slo,
             goodput=figures.goodput,
             request_rate=self.counter_rate(now, window_s, lambda s: s.requests_finished),
+            request_rate_burst=(
+                self.counter_rate(now, burst_window_s, lambda s: s.requests_finished)
+                if burst_window_s is not None
+                else None
+            ),
             prompt_token_rate=self.counter_rate(now, window_s, lambda s: s.prompt_tokens),
             generation_token_rate=self.counter_rate(now, window_s, lambda s: s.generation_tokens),
             running=self.gauge_sum(now, lambda s: s.running),

@@ -80,6 +80,7 @@ class Scenario:
             startup_s=self.cold_start_s * 1.5,
             # The window the modelled Prometheus's rate() reads over, told to the policy as well.
             rate_window_s=max(120.0, 4 * self.scrape_interval_s),
+            burst_window_s=2 * self.scrape_interval_s,
             schedules=self.schedules,
         )
 

@@ -37,7 +37,11 @@ class Tailguard:
 
     def step(self, now: float, view: FleetView) -> Action:
         metrics = view.prometheus.observe(
-            now, window_s=self.window_s, ttft_slo_s=self.config.ttft_slo_s, tpot_slo_s=self.config.tpot_slo_s
+            now,
+            window_s=self.window_s,
+            ttft_slo_s=self.config.ttft_slo_s,
+            tpot_slo_s=self.config.tpot_slo_s,
+            burst_window_s=self.config.burst_window_s,
         )
         obs = replace(
             metrics,
@@ -85,6 +89,7 @@ STRUCTURED_FIELDS = frozenset({"schedules"})
 DERIVED = {
     "startup_s": "1.5 × --cold-start-s",
     "rate_window_s": "max(120, 4 × --scrape-interval-s)",
+    "burst_window_s": "2 × --scrape-interval-s",
 }
 
 

@@ -1,0 +1,92 @@
+"""The burst window: a burst shorter than the rate window is read near its height.
+
+The rate window's mean (two minutes) dilutes a ten-second burst twelvefold, so a hold learned from
+it alone never holds for the bursts that break the SLO. The short window (two scrapes) shows the
+burst; its reading counts beyond two Poisson spreads of its count, and corrected by the change of
+requests in flight, so neither noise at a low rate nor a queue draining at full speed reads as one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import pytest
+
+from tailguard.policy import Observation
+from tailguard.policy.arrivals import InFlightSample, burst_arrivals
+from tailguard.policy.types import PolicyConfig
+
+from .helpers import CONFIG, Run, healthy
+
+NOW = 1000.0
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    burst_rate: float | None
+    #: requests in flight now, one scrape interval ago, and the replicas serving then
+    in_flight: float = 0.0
+    before: float = 0.0
+    serving_then: int = 2
+    low: float = 0.0
+    high: float = math.inf
+
+
+CASES = [
+    Case("not measured: no burst", None, high=0.0),
+    Case("NaN: no burst", math.nan, high=0.0),
+    Case("a low rate is mostly noise: below its own reading", 2.0, high=2.0 * 0.7),
+    Case("a burst counts at its height, less two spreads", 60.0, low=56.0, high=58.0),
+    Case("engines filling up: more arrived than finished", 60.0, in_flight=900.0, before=300.0, low=90.0),
+    Case("a queue draining: fewer arrived than finished", 100.0, in_flight=100.0, before=400.0, high=90.0),
+    Case(
+        "in flight within its noise: the finished rate",
+        60.0,
+        in_flight=330.0,
+        before=300.0,
+        low=56.0,
+        high=58.0,
+    ),
+    Case(
+        "fewer replicas serve than then: a removed pod's requests are no fall",
+        100.0,
+        in_flight=100.0,
+        before=400.0,
+        serving_then=3,
+        low=94.0,
+        high=100.0,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_burst_window_reads_arrivals_for_certain(case: Case) -> None:
+    config = PolicyConfig(burst_window_s=30.0)
+    obs = Observation(sample_time=NOW, request_rate_burst=case.burst_rate)
+    history: tuple[InFlightSample, ...] = ((NOW - 30.0, 0.0, 2), (NOW - 15.0, case.before, case.serving_then))
+    burst = burst_arrivals(config, obs, history, case.in_flight, 2)
+    assert case.low <= burst <= case.high, f"{case.id}: read {burst:.2f} req/s"
+
+
+def _bursty_hour(burst_window: bool) -> Run:
+    """An hour of 2 req/s with a 10 s burst at 150 req/s every four minutes, as Prometheus shows
+    it: the rate window's mean is 12.5 req/s higher for the two minutes after each burst, the burst
+    window shows it whole at the one scrape that follows it."""
+    config = replace(CONFIG, budget_headroom=True)
+    run = Run(config=config, replicas=2)
+    for i in range(240):
+        rate = 14.5 if i % 16 < 8 else 2.0
+        burst = 150.0 if i % 16 == 0 else 2.0
+        run.step(healthy(rate, run.replicas, request_rate_burst=burst if burst_window else None))
+    return run
+
+
+def test_the_hold_learns_bursts_shorter_than_the_rate_window() -> None:
+    diluted = _bursty_hour(burst_window=False)
+    seen = _bursty_hour(burst_window=True)
+    calm_diluted = diluted.history[-1]
+    calm_seen = seen.history[-1]
+    assert calm_seen.replicas > calm_diluted.replicas, (calm_diluted.reason, calm_seen.reason)
+    assert "holding" in calm_seen.reason, calm_seen.reason
