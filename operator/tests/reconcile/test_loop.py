@@ -502,6 +502,7 @@ def test_the_specs_scale_down_window_reaches_the_policy() -> None:
     config = policy_config(
         parse_inference_service(manifest(autoscaling={"scaleDownStabilizationSeconds": 30})),
         rate_window_s=120.0,
+        burst_window_s=30.0,
     )
     assert config.scale_down_stabilization_s == 30
 
@@ -509,19 +510,19 @@ def test_the_specs_scale_down_window_reaches_the_policy() -> None:
 def test_the_policy_reasons_over_the_window_the_rates_are_read_over(monkeypatch: pytest.MonkeyPatch) -> None:
     from tailguard import policy
 
-    seen: list[float] = []
+    seen: list[tuple[float, float]] = []
     decide = policy.decide
 
     def spy(config: policy.PolicyConfig, *args: Any) -> Any:
-        seen.append(config.rate_window_s)
+        seen.append((config.rate_window_s, config.burst_window_s))
         return decide(config, *args)
 
     monkeypatch.setattr(policy, "decide", spy)
     harness = Harness(FakePrometheus())
-    harness.loop.scope = QueryScope(rate_window="10s")
+    harness.loop.scope = QueryScope(rate_window="10s", burst_window="4s")
     harness.add()
     harness.run()
-    assert seen == [10.0]
+    assert seen == [(10.0, 4.0)]
 
 
 def test_the_decision_message_follows_a_material_move_of_the_load() -> None:

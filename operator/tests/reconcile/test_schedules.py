@@ -24,10 +24,13 @@ def test_the_spec_windows_reach_the_policy_as_plain_records() -> None:
     isvc = parse_inference_service(
         manifest(autoscaling={"maxReplicas": 8, "schedules": [{**FRIDAY_PEAK, "timeZone": "Europe/Berlin"}]})
     )
-    assert policy_config(isvc, rate_window_s=120.0).schedules == (
+    assert policy_config(isvc, rate_window_s=120.0, burst_window_s=30.0).schedules == (
         policy.ScheduleWindow("friday-peak", "0 9 * * FRI", 7200.0, 4, "Europe/Berlin"),
     )
-    assert policy_config(parse_inference_service(manifest()), rate_window_s=120.0).schedules == ()
+    assert (
+        policy_config(parse_inference_service(manifest()), rate_window_s=120.0, burst_window_s=30.0).schedules
+        == ()
+    )
 
 
 def test_an_open_window_scales_a_quiet_service_to_its_floor() -> None:

@@ -83,7 +83,7 @@ def read_arrivals(
     # they fill up.
     in_flight_now = (obs.running or 0.0) + waiting
     history = _prune_in_flight(state.in_flight, obs.sample_time, config)
-    flow = _in_flight_change(history, obs.sample_time, in_flight_now, replica.serving, config)
+    flow = _in_flight_change(history, obs.sample_time, in_flight_now, replica.serving, config.rate_window_s)
     burst = burst_arrivals(config, obs, history, in_flight_now, replica.serving)
     history = (*history, (obs.sample_time, in_flight_now, replica.serving))
     flowed = max(0.0, rate + flow) if flow is not None else rate
@@ -221,13 +221,9 @@ def burst_arrivals(
         return 0.0
     # Two scrapes: the rate is one interval's increase.
     span = 0.5 * config.burst_window_s
-    usable = [row for row in history if now - row[0] >= 0.5 * span]
-    if usable:
-        t, then, serving_then = min(usable, key=lambda row: abs(now - span - row[0]))
-        if serving >= serving_then:
-            change = in_flight - then
-            noise = 2.0 * math.sqrt(max(0.0, in_flight) + max(0.0, then))
-            rate = max(0.0, rate + math.copysign(max(0.0, abs(change) - noise), change) / (now - t))
+    flow = _in_flight_change(history, now, in_flight, serving, span)
+    if flow is not None:
+        rate = max(0.0, rate + flow)
     count = rate * span
     return max(0.0, count - _BURST_SPREADS * math.sqrt(count)) / span
 
@@ -246,16 +242,17 @@ def _in_flight_change(
     sample_time: float,
     in_flight: float,
     serving: int,
-    config: PolicyConfig,
+    span_s: float,
 ) -> float | None:
-    """Requests per second added to the engines over about one rate window, or ``None``.
+    """Requests per second added to the engines over about ``span_s`` (a rate window, or the burst
+    window's scrape interval), or ``None``.
 
-    ``None`` without a sample from at least half a window ago, and when fewer replicas serve
+    ``None`` without a sample from at least half that span ago, and when fewer replicas serve
     now than then: a removed pod's requests leave the sum without finishing, which is no fall
     of arrivals.
     """
-    start = sample_time - config.rate_window_s
-    usable = [row for row in history if sample_time - row[0] >= 0.5 * config.rate_window_s]
+    start = sample_time - span_s
+    usable = [row for row in history if sample_time - row[0] >= 0.5 * span_s]
     if not usable:
         return None
     t, then, serving_then = min(usable, key=lambda row: abs(row[0] - start))

@@ -22,7 +22,7 @@ def slo_seconds(isvc: InferenceService) -> tuple[float, float | None]:
 
 
 def policy_config(
-    isvc: InferenceService, *, rate_window_s: float, burst_window_s: float = 30.0
+    isvc: InferenceService, *, rate_window_s: float, burst_window_s: float
 ) -> policy.PolicyConfig:
     """The policy's view of the spec, and of the ``rate()`` windows the figures were read over."""
     autoscaling = isvc.spec.autoscaling

@@ -45,10 +45,10 @@ class AutoscaleInput:
     metrics_ok: bool
     #: The ``rate()`` window of the queries behind ``figures``, in seconds.
     rate_window_s: float
+    #: The window of the burst rate behind ``figures``, in seconds.
+    burst_window_s: float
     #: The conditions in status as they stand (camelCase dicts, as read).
     conditions: list[dict[str, Any]]
-    #: The window of the burst rate behind ``figures``, in seconds.
-    burst_window_s: float = 30.0
 
 
 @dataclass
