@@ -4,6 +4,7 @@ outer loop on the burn rate; then the same through ``decide`` on a fake clock.""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -298,7 +299,9 @@ def test_a_lower_target_never_holds_more_replicas() -> None:
 
 def test_a_breach_asks_for_no_less_than_the_hold() -> None:
     run, calm = _after_bursts()
-    held = calm.replicas
+    holding = re.search(r"holding (\d+) for", calm.reason)
+    assert holding is not None, calm.reason
+    held = int(holding.group(1))
     # The fleet is short of the hold (scaled down by hand) when the next burst breaks the SLO.
     run.replicas = 3
     decision = run.step(breached(60.0, 3, waiting=5.0))

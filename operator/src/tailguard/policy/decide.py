@@ -68,7 +68,10 @@ def decide(
 
     load = read_arrivals(config, state, obs, replica, now=now, elapsed=elapsed, broken=broken)
     ahead = outlook(config, state, load, now=now, broken=broken)
-    engine = learn_engine(config, state, obs, replica, elapsed=elapsed, broken=broken)
+    # The curve learns from windows one fleet served: the same replicas all window, or, just after
+    # a start, the fleet found then (assumed to have served the window before it).
+    one_fleet = same_fleet or ready_changed_at == state.started_at
+    engine = learn_engine(config, state, obs, replica, elapsed=elapsed, broken=broken, one_fleet=one_fleet)
     cap = replica_capacity(
         config, state, obs, replica, engine, load,
         elapsed=elapsed, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,

@@ -60,8 +60,10 @@ def learn_engine(
     *,
     elapsed: float,
     broken: bool,
+    one_fleet: bool,
 ) -> EngineModel:
-    """Fold this window into the engine model. Windows of a breach or a rollout teach no curve."""
+    """Fold this window into the engine model. Windows of a breach or a rollout, and windows that
+    mix fleet sizes (``one_fleet`` false), teach no curve."""
     fit, prefill_fit, floor = state.fit, state.prefill_fit, state.step_floor_s
     prompt_tokens = state.prompt_tokens
     if replica.prompt_tokens is not None:
@@ -78,7 +80,11 @@ def learn_engine(
         base = implied_base(replica.batch, replica.step_s, prefill_x or 0.0)
         # Not in a breach: the steps of a queued engine carry the prompts of the queue too, and
         # fitting them would make the curve steep and the capacity low long after the burst.
-        if replica.step_measured and not broken:
+        # Nor while the rate window mixes fleet sizes: its sums hold the work of replicas that
+        # left (or not yet that of new ones), and divided by the replicas reporting now they put
+        # a few replicas' batch and prompts on one step, and a base step many times too small
+        # (after 14 replicas fell to 1, 1.7 ms where the engine's is 7.4) held as the floor.
+        if replica.step_measured and not broken and one_fleet:
             fit = update_fit(fit, replica.batch, replica.step_s, elapsed)
             prefill_fit = update_prefill_fit(
                 prefill_fit, replica.batch, prefill_x or 0.0, replica.step_s, elapsed
