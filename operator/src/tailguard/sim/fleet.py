@@ -180,7 +180,9 @@ class RunResult:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-_SCRAPE, _TICK, _READY, _GONE, _LEAD = 0, 1, 2, 3, 4
+_SCRAPE, _TICK, _READY, _GONE, _LEAD, _HANDOVER = 0, 1, 2, 3, 4, 5
+#: How long before time zero the fleet takes the size the policy last asked for in the lead-in.
+_HANDOVER_LEAD_S = 1e-6
 
 
 class Fleet:
@@ -495,15 +497,23 @@ def simulate(
     fleet.schedule_scrape(begin)
     # With a lead-in every policy is called from its start, and observes: what it asks for is not
     # applied before time zero (its learned state is kept, as after a restart with its state).
-    # Without one, the first decision comes once a rate window can hold two scrapes.
+    # At time zero the fleet is the one it asked for last, Ready, as after an operator restart the
+    # Deployment still has the size the operator set: the run does not open with the lead-in's
+    # fleet meeting a burst the policy had sized for. Without a lead-in the first decision comes
+    # once a rate window can hold two scrapes.
     first_tick = begin if lead is not None else 2.0 * config.scrape_interval_s
     fleet.schedule_tick(first_tick + 1e-6)
+    if lead is not None:
+        fleet.push(-_HANDOVER_LEAD_S, _HANDOVER)
     timeline: list[TimelineRow] = []
     last: Action | None = None
 
     def process(at: float, kind: int, name: str) -> None:
         nonlocal last
-        if kind == _SCRAPE:
+        if kind == _HANDOVER:
+            if last is not None:
+                fleet.apply(at, Action(last.replicas, instant=True))
+        elif kind == _SCRAPE:
             fleet.scrape(at)
             if at >= 0.0:
                 timeline.append(fleet.row(at, last))
