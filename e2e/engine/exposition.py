@@ -35,6 +35,7 @@ EXPECTED_BUCKETS: dict[str, tuple[float, ...]] = {
     VllmMetric.INTER_TOKEN_LATENCY.value: TPOT_BUCKETS_S,
     VllmMetric.E2E_LATENCY.value: E2E_BUCKETS_S,
     VllmMetric.QUEUE_TIME.value: E2E_BUCKETS_S,
+    VllmMetric.PREFILL_TIME.value: E2E_BUCKETS_S,
 }
 
 

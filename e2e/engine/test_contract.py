@@ -146,6 +146,7 @@ def test_counters_count_what_the_client_sent(engine_run: EngineRun) -> None:
         f"{VllmMetric.TPOT}_count": done,
         f"{VllmMetric.E2E_LATENCY}_count": done,
         f"{VllmMetric.QUEUE_TIME}_count": done,
+        f"{VllmMetric.PREFILL_TIME}_count": done,
         VllmMetric.REQUEST_SUCCESS.value: done,
         VllmMetric.GENERATION_TOKENS.value: done * MAX_TOKENS,
         VllmMetric.PROMPT_TOKENS.value: sum(s.prompt_tokens for s in engine_run.load.ok),

@@ -33,6 +33,7 @@ VLLM_HISTOGRAMS = {
     VllmMetric.INTER_TOKEN_LATENCY,
     VllmMetric.E2E_LATENCY,
     VllmMetric.QUEUE_TIME,
+    VllmMetric.PREFILL_TIME,
 }
 
 

@@ -111,6 +111,7 @@ async def test_cycle_reads_every_signal_once_and_computes_against_each_slo() -> 
             queries[Signal.WAITING]: [_series("+Inf")],
             queries[Signal.REPORTING_PODS]: [_series("2")],
             queries[Signal.QUEUE_TIME_MEAN]: [_series("0.125")],
+            queries[Signal.PREFILL_TIME_MEAN]: [_series("0.0625")],
         }
     )
     cycle = await read_metrics(fake, SCOPE, at=1000.0)
@@ -126,6 +127,7 @@ async def test_cycle_reads_every_signal_once_and_computes_against_each_slo() -> 
     assert signals.waiting is None, "+Inf is not a measurement"
     assert signals.reporting_pods == 2
     assert signals.queue_time_mean_s == 0.125
+    assert signals.prefill_time_mean_s == 0.0625
     assert signals.itl_mean_s is None, "a signal Prometheus did not answer is not measured"
 
 

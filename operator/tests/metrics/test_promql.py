@@ -58,6 +58,16 @@ def test_queue_time_is_read_as_a_mean_per_service() -> None:
     )
 
 
+def test_prefill_time_is_read_as_a_mean_per_service() -> None:
+    q = all_queries(QueryScope(rate_window="2m"))[Signal.PREFILL_TIME_MEAN]
+    assert q == (
+        "sum by (namespace, inference_service) "
+        '(rate(vllm:request_prefill_time_seconds_sum{inference_service!=""}[2m])) / '
+        "sum by (namespace, inference_service) "
+        '(rate(vllm:request_prefill_time_seconds_count{inference_service!=""}[2m]))'
+    )
+
+
 def test_the_burst_rate_is_the_request_rate_over_the_short_window() -> None:
     queries = all_queries(QueryScope(rate_window="1m", burst_window="20s"))
     assert queries[Signal.REQUEST_RATE_BURST] == (

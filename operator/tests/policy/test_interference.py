@@ -31,8 +31,8 @@ MODEL = StepModel(0.007, 0.0001, True, 1.0 / 50_000, True)
     [
         (0.0, 2000.0, 0.0),
         (5.0, 0.0, 0.0),
-        # S = 40 ms, ρ = 0.2: 0.8 · 40 ms · √0.2 / 0.8³
-        (5.0, 2000.0, INTERFERENCE * 0.04 * math.sqrt(0.2) / 0.8**3),
+        # S = 40 ms, ρ = 0.2: 0.5 · 40 ms · √0.2 / 0.8²
+        (5.0, 2000.0, INTERFERENCE * 0.04 * math.sqrt(0.2) / 0.8**2),
         (25.0, 2000.0, math.inf),  # the prompts alone need the whole engine
     ],
     ids=["no load", "no prompts", "one fifth prefilling", "saturated"],
@@ -101,13 +101,15 @@ def test_a_tpot_slo_allows_less_where_prompts_interfere(mix: Mix) -> None:
 
 
 def test_the_tpot_bound_keeps_the_modelled_p99_within_the_budget() -> None:
-    cap = _tpot_capacity(MIXES[0], MODEL)
+    # The simulator's 8B H100 replica as it is: 7.4 ms a step, 30 µs a prompt token.
+    h100 = StepModel(0.0074, 0.000055, True, 0.00003, True)
+    cap = _tpot_capacity(MIXES[0], h100)
     assert cap.bound == "TPOT SLO"
-    p99 = cap.step_s + 0.002 + interference_s(MODEL, cap.rate, 2000.0)
+    p99 = cap.step_s + 0.002 + interference_s(h100, cap.rate, 2000.0)
     assert p99 == pytest.approx(0.9 * 0.05, rel=1e-6), f"{p99 * 1e3:.2f} ms"
-    # About five requests per second per replica: where the simulator's replicas of this mix keep
-    # 99% of TPOTs within 50 ms (0.9953 at 4 req/s, 0.986 at 6).
-    assert 4.0 < cap.rate < 7.0, cap.rate
+    # One such replica under Poisson arrivals of this mix measured a p99 TPOT of 36 ms at 4 req/s
+    # and 58 ms at 6: 45 ms falls between them.
+    assert 4.0 < cap.rate < 6.0, cap.rate
 
 
 def test_the_reason_says_what_the_prompt_chunks_add_to_p99_tpot() -> None:
@@ -132,7 +134,7 @@ def test_the_learned_offset_leaves_out_what_the_interference_explains() -> None:
     lifts = []
     for i in range(40):
         now = 1000.0 + 15 * i
-        per = 2.0  # requests per second per replica, 2,000 prompt tokens each
+        per = 3.5  # requests per second per replica, 2,000 prompt tokens each
         step = (0.007 + 0.0001 * 4.0) / (1.0 - 0.00003 * per * 2000.0)
         known = step_model(state.fit, state.step_floor_s, state.prefill_fit)
         lift = interference_s(known, per, 2000.0) if known is not None else 0.0
@@ -148,6 +150,6 @@ def test_the_learned_offset_leaves_out_what_the_interference_explains() -> None:
             desired_replicas=8,
         )
         _decision, state = decide(config, state, obs, now)
-    assert lifts[-1] > 0.01, lifts[-1]  # the interference is most of the gap ...
+    assert lifts[-1] > 0.005, lifts[-1]  # the interference is most of the gap ...
     assert state.tpot_offset_s is not None
     assert state.tpot_offset_s < 0.004, state.tpot_offset_s  # ... and the offset the rest

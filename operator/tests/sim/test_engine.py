@@ -40,6 +40,23 @@ def test_one_request_goes_through_prefill_then_decode() -> None:
     assert snap.waiting == 0
 
 
+def test_prefill_time_runs_from_the_scheduling_step_to_the_first_token() -> None:
+    engine = Engine(H100)
+    engine.add_request(1, 0.0, 2000, 5)
+    engine.advance_to(0.5)
+    # A request that arrives mid-step is scheduled at the next step, after a queue wait.
+    engine.add_request(2, 0.5, 2000, 50)
+    engine.add_request(3, 0.5 + 1e-4, 1000, 50)
+    engine.run_until_idle()
+    alone = H100.step_time(1, 2000, 0.0)
+    # The first prompt had its step to itself; the next two shared one (3,000 tokens, and a
+    # budget of 8,192 fits both), and each counts that step.
+    shared = H100.step_time(2, 3000, 0.0)
+    assert engine.prefill.count == 3
+    assert engine.prefill.sum == pytest.approx(alone + 2 * shared, rel=0.02)
+    assert engine.queue.sum < engine.prefill.sum
+
+
 def test_max_num_seqs_caps_the_batch_and_queues_the_rest() -> None:
     engine = Engine(H100, max_num_seqs=4)
     for i in range(10):
@@ -136,3 +153,5 @@ def test_exposition_speaks_vllms_metric_names() -> None:
     count = next(s.value for s in ttft.samples if s.name.endswith("_count"))
     assert count == 5
     assert all(s.labels["model_name"] == "chat" for s in ttft.samples)
+    prefill = families["vllm:request_prefill_time_seconds"]
+    assert next(s.value for s in prefill.samples if s.name.endswith("_count")) == 5

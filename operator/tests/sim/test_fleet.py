@@ -72,6 +72,9 @@ def test_prometheus_rates_and_quantiles_follow_the_scrapes() -> None:
     # 10 req/s on an idle engine: a request waits for the step in progress, not for a queue.
     assert obs.queue_time_mean_s is not None
     assert 0.0 <= obs.queue_time_mean_s < obs.itl_mean_s * 2
+    # 200-token prompts on a lightly loaded engine: each one's prefill is about one step.
+    assert obs.prefill_time_mean_s is not None
+    assert H100.step_time(1, 200, 0.0) * 0.9 < obs.prefill_time_mean_s < 2 * obs.itl_mean_s + 0.01
     # The burst rate is read only over a window asked for (two scrapes: one interval's increase).
     assert obs.request_rate_burst is None
     burst = prom.observe(60.0, window_s=120.0, ttft_slo_s=0.5, tpot_slo_s=None, burst_window_s=30.0)

@@ -21,6 +21,7 @@ class VllmMetric(StrEnum):
     INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
     E2E_LATENCY = "vllm:e2e_request_latency_seconds"
     QUEUE_TIME = "vllm:request_queue_time_seconds"
+    PREFILL_TIME = "vllm:request_prefill_time_seconds"
     RUNNING = "vllm:num_requests_running"
     WAITING = "vllm:num_requests_waiting"
     KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"

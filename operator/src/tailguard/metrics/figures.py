@@ -195,6 +195,7 @@ def figures_for(
         preemption_rate=_value(reading, Signal.PREEMPTION_RATE, key),
         itl_mean_s=_value(reading, Signal.ITL_MEAN, key),
         queue_time_mean_s=_value(reading, Signal.QUEUE_TIME_MEAN, key),
+        prefill_time_mean_s=_value(reading, Signal.PREFILL_TIME_MEAN, key),
         reporting_pods=int(pods) if pods is not None else 0,
         sample_time=_value(reading, Signal.LAST_SAMPLE, key),
         errors=tuple(f"{s}: {e}" for s, e in sorted(reading.errors.items())),

@@ -35,6 +35,7 @@ class Signal(StrEnum):
     PREEMPTION_RATE = "preemption_rate"
     ITL_MEAN = "itl_mean"
     QUEUE_TIME_MEAN = "queue_time_mean"
+    PREFILL_TIME_MEAN = "prefill_time_mean"
     REPORTING_PODS = "reporting_pods"
     LAST_SAMPLE = "last_sample"
 
@@ -201,6 +202,7 @@ def all_queries(
         Signal.PREEMPTION_RATE: counter_rate(scope, VllmMetric.PREEMPTIONS),
         Signal.ITL_MEAN: histogram_mean(scope, VllmMetric.INTER_TOKEN_LATENCY),
         Signal.QUEUE_TIME_MEAN: histogram_mean(scope, VllmMetric.QUEUE_TIME),
+        Signal.PREFILL_TIME_MEAN: histogram_mean(scope, VllmMetric.PREFILL_TIME),
         Signal.REPORTING_PODS: reporting_pods(scope),
         Signal.LAST_SAMPLE: last_sample(scope),
     }

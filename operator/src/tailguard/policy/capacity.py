@@ -130,19 +130,32 @@ def implied_base(batch: float, step_s: float, prefill_tokens: float = 0.0) -> fl
     )
 
 
-def anchored_model(batch: float, step_s: float, prefill_tokens: float = 0.0) -> StepModel:
-    """The prior curve's shape through one (batch, step) pair."""
+def anchored_model(
+    batch: float, step_s: float, prefill_tokens: float = 0.0, prompt_cost_s: float | None = None
+) -> StepModel:
+    """The prior curve's shape through one (batch, step) pair, with the measured prompt cost when
+    there is one."""
     alpha = implied_base(batch, step_s, prefill_tokens)
+    measured = prompt_cost_s is not None and math.isfinite(prompt_cost_s) and prompt_cost_s > 0
     return StepModel(
-        alpha, alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH, fitted=False, gamma=alpha / PRIOR_TOKENS_PER_BASE
+        alpha,
+        alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH,
+        fitted=False,
+        gamma=prompt_cost_s if measured and prompt_cost_s is not None else alpha / PRIOR_TOKENS_PER_BASE,
+        prefill_learned=measured,
     )
 
 
-def step_model(fit: Fit, floor_s: float | None, prefill: PrefillFit | None = None) -> StepModel | None:
+def step_model(
+    fit: Fit, floor_s: float | None, prefill: PrefillFit | None = None, prompt_cost_s: float | None = None
+) -> StepModel | None:
     """The step-time model from the sums and the base step, or ``None`` before any pair was seen.
 
     Without prompt sums (no prompt-token rate was ever read) the fit has one feature, N, and
-    ``gamma`` is 0: the prompts of the observed mix are then part of β.
+    ``gamma`` is 0: the prompts of the observed mix are then part of β. ``prompt_cost_s``, the
+    cost of a prompt token the mean prefill time shows, takes the place of the prompt prior's
+    guess: it decides the split of β and γ where one mix makes N and x rise together, and it is
+    the cost where the steps carry too few prompt tokens to fit it (a light load).
     """
     w, sn, snn, _st, snt = fit
     if w < 1e-9 or floor_s is None or floor_s <= 0:
@@ -157,7 +170,8 @@ def step_model(fit: Fit, floor_s: float | None, prefill: PrefillFit | None = Non
     if prefill is None:
         return StepModel(alpha, max(b1 / a11, 0.0), fitted)
     sx, sxx, snx, sxt = prefill
-    gamma0 = alpha / PRIOR_TOKENS_PER_BASE
+    measured = prompt_cost_s is not None and math.isfinite(prompt_cost_s) and prompt_cost_s > 0
+    gamma0 = prompt_cost_s if measured and prompt_cost_s is not None else alpha / PRIOR_TOKENS_PER_BASE
     prior_x = PRIOR_WEIGHT * PRIOR_PREFILL_TOKENS * PRIOR_PREFILL_TOKENS
     a22 = sxx + prior_x
     a12 = snx
@@ -170,7 +184,7 @@ def step_model(fit: Fit, floor_s: float | None, prefill: PrefillFit | None = Non
         beta, gamma = 0.0, max(0.0, b2 / a22)
     elif gamma < 0:
         beta, gamma = max(0.0, b1 / a11), 0.0
-    return StepModel(alpha, beta, fitted, gamma, prefill_learned=sx >= _PREFILL_EVIDENCE)
+    return StepModel(alpha, beta, fitted, gamma, prefill_learned=measured or sx >= _PREFILL_EVIDENCE)
 
 
 #: Prompt tokens one step takes with its decodes (vLLM's ``max-num-batched-tokens``). The policy
@@ -184,14 +198,16 @@ PREFILL_BUDGET = 2048.0
 _QUEUE_SHAPE = 0.75
 #: Share of the TTFT SLO the modelled p99 may use (the rest absorbs what the model leaves out).
 _TTFT_BUDGET = 0.9
-#: Prompt chunks share the steps of the requests decoding, so a request whose few output tokens
-#: meet one or two prefills has a TPOT far above the mean step. Over the window's requests the p99
-#: sits about ``INTERFERENCE`` · S · √ρ / (1 − ρ)³ above the mean step, S = γ·min(P, B) being the
-#: stall of the one step a prompt (or a budget's worth of a longer one) is prefilled in, and
-#: ρ = λ·γ·P the prefill occupancy. Measured in the simulator's engine (calibration.md's
-#: H100 8B profile, Poisson arrivals, four replicas) on three mixes: 2,000-token prompts with
-#: 30-token answers 0.9–1.1, 462 with 16 0.8–0.9, 600 with 220 0.55–0.75, from ρ 0.02 to 0.4.
-INTERFERENCE = 0.8
+#: Prompt chunks share the steps of the requests decoding, so a request whose output meets one or
+#: two prefills has a TPOT above the mean step. Over the window's requests the p99 sits about
+#: ``INTERFERENCE`` · S · √ρ / (1 − ρ)² above the mean step, S = γ·min(P, B) being the stall of the
+#: one step a prompt (or a budget's worth of a longer one) is prefilled in, and ρ = λ·γ·P the
+#: prefill occupancy. Measured in the simulator's engine (one replica, Poisson arrivals, the
+#: profile's own γ), the lift over S·√ρ/(1 − ρ)² was 0.50–0.52 for 2,000-token prompts with
+#: 30-token answers on an 8B H100 (ρ 0.12–0.36), 0.38–0.51 on a 70B pair (0.14–0.43), 0.37–0.40
+#: for 462 with 16, 0.26–0.33 for 600 with 220 (0.37–0.51 on an A100), 0.12–0.45 for 462 with
+#: 256: a request with more tokens averages more steps. The constant is the prompt-heavy end.
+INTERFERENCE = 0.5
 
 
 def interference_s(model: StepModel, rate: float, prompt_tokens: float) -> float:
@@ -205,7 +221,7 @@ def interference_s(model: StepModel, rate: float, prompt_tokens: float) -> float
         return math.inf
     # A longer prompt is prefilled a budget's worth per step: no one step stalls for all of it.
     chunk = model.gamma * min(prompt, PREFILL_BUDGET)
-    return INTERFERENCE * chunk * math.sqrt(rho) / (1.0 - rho) ** 3
+    return INTERFERENCE * chunk * math.sqrt(rho) / (1.0 - rho) ** 2
 
 
 def ttft_p99(model: StepModel, batch: float, rate: float, prompt_tokens: float) -> float:

@@ -115,6 +115,7 @@ def decide(
         prompt_tokens=engine.prompt_tokens,
         step_floor_s=engine.step_floor_s,
         tpot_offset_s=engine.tpot_offset_s,
+        prompt_cost_s=engine.prompt_cost_s,
         capacity_scale=cap.scale,
         ready=obs.ready_replicas,
         ready_changed_at=ready_changed_at,

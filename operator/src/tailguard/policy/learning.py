@@ -28,6 +28,9 @@ from tailguard.policy.observed import ReplicaFigures, finite
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
 
+#: A window's prefill time is one step of the curve while the prompts arriving during it bring
+#: at most this share of a prompt's tokens.
+_SHARED_STEP = 0.5
 #: Bounds of the learned correction of the capacity model.
 _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
 
@@ -46,6 +49,8 @@ class EngineModel:
     tpot_ok: bool
     #: Prompt tokens prefilled per step this window (measured, or from the remembered mix).
     prefill_tokens: float | None
+    #: Seconds per prompt token the mean prefill time shows (smoothed; ``None``: never read).
+    prompt_cost_s: float | None = None
 
 
 def _ewma(old: float | None, new: float, gain: float) -> float:
@@ -90,6 +95,21 @@ def learn_engine(
                 prefill_fit, replica.batch, prefill_x or 0.0, replica.step_s, elapsed
             )
             floor = base if floor is None else min(floor, base)
+    prompt_cost = state.prompt_cost_s
+    pair = _prefill_step(obs, replica, prefill_x)
+    if (
+        pair is not None
+        and replica.batch is not None
+        and one_fleet
+        and not broken
+        and not obs.rollout_in_progress
+    ):
+        # What the prompt's step took beyond the decodes it carried, per prompt token.
+        x, seconds = pair
+        known = step_model(fit, floor, prefill_fit)
+        cost = (seconds - known.step(replica.batch)) / x if known is not None else 0.0
+        if cost > 0:
+            prompt_cost = _ewma(prompt_cost, cost, 0.2)
     out_tokens = state.output_tokens
     if replica.output_tokens is not None:
         out_tokens = _ewma(out_tokens, replica.output_tokens, 0.2)
@@ -107,7 +127,27 @@ def learn_engine(
             and obs.p99_tpot_s <= 0.9 * config.tpot_slo_s
         ),
         prefill_tokens=prefill_x,
+        prompt_cost_s=prompt_cost,
     )
+
+
+def _prefill_step(
+    obs: Observation, replica: ReplicaFigures, prefill_x: float | None
+) -> tuple[float, float] | None:
+    """The window's mean prefill as one step of the curve: (prompt tokens in the step, its
+    seconds), at the window's decode batch; ``None`` when it is no one step's.
+
+    A prompt is prefilled in the step after it arrives, beside the decodes and the chunks of the
+    prompts that arrived while it waited. While those fill much of a step, prompts wait for the
+    budget they leave and span steps: the mean prefill time is then no one step's.
+    """
+    prefill_s, prompt = obs.prefill_time_mean_s, replica.prompt_tokens
+    if prefill_s is None or not finite(prefill_s) or prefill_s <= 0 or not prompt or not replica.step_s:
+        return None
+    shared = (prefill_x or 0.0) / replica.step_s * prefill_s
+    if shared > _SHARED_STEP * prompt:
+        return None
+    return prompt + shared, prefill_s
 
 
 def _tpot_offset(
@@ -142,7 +182,7 @@ def _interference_now(state: PolicyState, replica: ReplicaFigures, prompt_tokens
     """The modelled interference of this window's prompts at its rate per replica."""
     if prompt_tokens is None or not replica.per_replica_rate:
         return 0.0
-    known = step_model(state.fit, state.step_floor_s, state.prefill_fit)
+    known = step_model(state.fit, state.step_floor_s, state.prefill_fit, state.prompt_cost_s)
     if known is None:
         return 0.0
     return interference_s(known, replica.per_replica_rate, prompt_tokens)
@@ -238,14 +278,21 @@ def _model(replica: ReplicaFigures, engine: EngineModel) -> tuple[StepModel | No
     """The step-time curve to size with and, when it leans on the prior, a note saying why."""
     # Without any prompt-token rate the fit has one feature and the prompts of the mix are in β.
     known_prompts = engine.prompt_tokens is not None
-    model = step_model(engine.fit, engine.step_floor_s, engine.prefill_fit if known_prompts else None)
+    model = step_model(
+        engine.fit,
+        engine.step_floor_s,
+        engine.prefill_fit if known_prompts else None,
+        engine.prompt_cost_s,
+    )
     note = None if known_prompts else "prefill cost not learned: no prompt token rate"
     if not replica.step_measured and replica.batch is not None and replica.step_s is not None:
         # Without the latency mean the step is running ÷ token rate, which moves with the running
         # gauge by construction: no slope can be learned from it. Use the prior curve's shape
         # through this observation instead, so the capacity is anchored at what is served now.
-        model = anchored_model(replica.batch, replica.step_s, engine.prefill_tokens or 0.0)
-        if known_prompts:
+        model = anchored_model(
+            replica.batch, replica.step_s, engine.prefill_tokens or 0.0, engine.prompt_cost_s
+        )
+        if known_prompts and not model.prefill_learned:
             note = "prefill cost from the prior: no inter-token latency"
     elif model is not None and known_prompts and not model.prefill_learned:
         note = "prefill cost from the prior: few prompt tokens seen"

@@ -49,6 +49,9 @@ class PolicyState:
     #: Shortest step time seen (the base step) and how far p99 TPOT runs above the mean step.
     step_floor_s: float | None = None
     tpot_offset_s: float | None = None
+    #: Seconds one prompt token costs, from the mean prefill time (smoothed); ``None`` while none
+    #: was read. The prompt cost's prior where the steps carry too few prompt tokens to fit it.
+    prompt_cost_s: float | None = None
     #: Correction of the model from observed breaches (≤ 1).
     capacity_scale: float = 1.0
     #: Ready replicas at the last decision and when that count last changed.

@@ -84,6 +84,10 @@ class EngineFigures:
     #: ``rate(vllm:request_queue_time_seconds_sum)`` over ``rate(..._count)``. Optional; it tells
     #: a queue the waiting gauge missed between two scrapes.
     queue_time_mean_s: float | None = None
+    #: Mean prefill time of the window's requests, from the step that first scheduled a request
+    #: to its first token: ``rate(vllm:request_prefill_time_seconds_sum)`` over ``rate(..._count)``.
+    #: Optional; it is one step (or a long prompt's few) that prefilled a known prompt.
+    prefill_time_mean_s: float | None = None
     ttft_within_slo: float | None = None
     tpot_within_slo: float | None = None
     goodput: float | None = None

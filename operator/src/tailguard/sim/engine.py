@@ -84,6 +84,8 @@ class EngineSnapshot:
     e2e_sum: float
     queue: tuple[tuple[float, int], ...]
     queue_sum: float
+    prefill: tuple[tuple[float, int], ...] = ()
+    prefill_sum: float = 0.0
 
 
 class _Request:
@@ -98,6 +100,7 @@ class _Request:
         "prompt",
         "rid",
         "scheduled",
+        "scheduled_at",
         "target",
     )
 
@@ -113,6 +116,7 @@ class _Request:
         self.join_step = 0  # decode-step counter when it joined the decode set
         self.finish_step = 0
         self.scheduled = False  # left the waiting queue at least once (queue time recorded)
+        self.scheduled_at = -1.0  # start of the step that first scheduled it
 
 
 class Engine:
@@ -160,6 +164,7 @@ class Engine:
         self.itl = Histogram(tpot_buckets_s)
         self.e2e = Histogram(E2E_BUCKETS_S)
         self.queue = Histogram(E2E_BUCKETS_S)
+        self.prefill = Histogram(E2E_BUCKETS_S)
 
     # -- what a scrape shows -------------------------------------------------------------------
 
@@ -212,6 +217,8 @@ class Engine:
             e2e_sum=self.e2e.sum,
             queue=self.queue.cumulative(),
             queue_sum=self.queue.sum,
+            prefill=self.prefill.cumulative(),
+            prefill_sum=self.prefill.sum,
         )
 
     # -- input ---------------------------------------------------------------------------------
@@ -376,6 +383,7 @@ class Engine:
             waiting.popleft()
             if not req.scheduled:
                 req.scheduled = True
+                req.scheduled_at = admitted_at
                 self.queue.observe(admitted_at - req.arrival)
             self._prefilling.append(req)
         duration = self.profile.step_time(seqs, tokens, context)
@@ -401,6 +409,8 @@ class Engine:
         if req.first_token < 0:
             req.first_token = end
             self.ttft.observe(end - req.arrival)
+            # vLLM's prefill time: from the step that first scheduled it to its first token.
+            self.prefill.observe(end - req.scheduled_at)
             self.prompt_tokens += req.prompt
             generated = 1
         else:  # a recomputed request: prompt and earlier output are back, and one more token

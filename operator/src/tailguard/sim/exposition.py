@@ -62,4 +62,5 @@ def render(snapshot: EngineSnapshot, *, model_name: str, engine: str = "0") -> s
     lines += _histogram(VllmMetric.INTER_TOKEN_LATENCY.value, base, s.itl, s.itl_sum)
     lines += _histogram(VllmMetric.E2E_LATENCY.value, base, s.e2e, s.e2e_sum)
     lines += _histogram(VllmMetric.QUEUE_TIME.value, base, s.queue, s.queue_sum)
+    lines += _histogram(VllmMetric.PREFILL_TIME.value, base, s.prefill, s.prefill_sum)
     return "\n".join(lines) + "\n"

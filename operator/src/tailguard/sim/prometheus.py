@@ -176,6 +176,7 @@ class ModelledPrometheus:
         )
         itl_mean = self.histogram_mean(now, window_s, lambda s: (s.itl_sum, s.itl))
         queue_mean = self.histogram_mean(now, window_s, lambda s: (s.queue_sum, s.queue))
+        prefill_mean = self.histogram_mean(now, window_s, lambda s: (s.prefill_sum, s.prefill))
         latest = self.latest(now)
         newest = max((s.time for s in latest.values()), default=None)
         return Observation(
@@ -184,6 +185,7 @@ class ModelledPrometheus:
             p99_tpot_s=figures.p99_tpot_s,
             itl_mean_s=itl_mean,
             queue_time_mean_s=queue_mean,
+            prefill_time_mean_s=prefill_mean,
             ttft_within_slo=figures.ttft_within_slo,
             tpot_within_slo=figures.tpot_within_slo,
             goodput=figures.goodput,
