@@ -194,6 +194,22 @@ def test_capacity_is_measured_from_finishes_only_when_a_queue_says_saturated(
     assert ("(measured, saturated)" in decision.reason) is measured, decision.reason
 
 
+@pytest.mark.parametrize(
+    ("burst_rate", "per_replica"),
+    [(None, 30.0), (40.0, 30.0), (90.0, 45.0)],
+    ids=["no burst window", "the rate window shows more", "saturation began within the window"],
+)
+def test_saturated_replicas_are_read_at_what_they_finish_now(
+    burst_rate: float | None, per_replica: float
+) -> None:
+    # Two saturated replicas finished 60 requests a second over the rate window. When the last
+    # two scrapes show them finishing more, the window's mean held calm minutes too.
+    observation = obs(breached, 60, 2, waiting=80.0, request_rate_burst=burst_rate)
+    decision, _ = decide(CONFIG, WARM, observation, NOW)
+    assert "(measured, saturated)" in decision.reason, decision.reason
+    assert decision.capacity_per_replica == pytest.approx(per_replica)
+
+
 def test_a_window_over_the_slo_by_chance_says_so() -> None:
     quiet = obs(healthy, 0.5, 1, p99_ttft_s=0.9, ttft_within_slo=58 / 60, goodput=58 / 60)
     decision, _ = decide(CONFIG, WARM, quiet, NOW)

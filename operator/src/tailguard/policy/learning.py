@@ -269,9 +269,20 @@ def replica_capacity(
         modelled=cap,
         scale=scale,
         healthy=healthy,
-        per_replica=replica.per_replica_rate if saturated else healthy,
+        per_replica=_finishing_now(obs, replica) if saturated else healthy,
         saturated=saturated,
     )
+
+
+def _finishing_now(obs: Observation, replica: ReplicaFigures) -> float | None:
+    """What saturated replicas finish per second each: over the rate window, or over the burst
+    window where that shows more (saturation that began within the rate window is diluted there
+    by the calm before it)."""
+    per = replica.per_replica_rate
+    burst = obs.request_rate_burst
+    if per is None or burst is None or not finite(burst) or not replica.serving:
+        return per
+    return max(per, burst / replica.serving)
 
 
 def _model(replica: ReplicaFigures, engine: EngineModel) -> tuple[StepModel | None, str | None]:
