@@ -48,23 +48,21 @@ def test_le_text_is_what_the_python_client_writes(bound: float, text: str) -> No
     assert le_text(bound) == text == floatToGoString(bound)
 
 
-def test_queue_time_is_read_as_a_mean_per_service() -> None:
-    q = all_queries(QueryScope(rate_window="1m"))[Signal.QUEUE_TIME_MEAN]
+@pytest.mark.parametrize(
+    ("signal", "family"),
+    [
+        (Signal.QUEUE_TIME_MEAN, "vllm:request_queue_time_seconds"),
+        (Signal.PREFILL_TIME_MEAN, "vllm:request_prefill_time_seconds"),
+    ],
+    ids=["queue time", "prefill time"],
+)
+def test_request_times_are_read_as_a_mean_per_service(signal: Signal, family: str) -> None:
+    q = all_queries(QueryScope(rate_window="1m"))[signal]
     assert q == (
         "sum by (namespace, inference_service) "
-        '(rate(vllm:request_queue_time_seconds_sum{inference_service!=""}[1m])) / '
+        f'(rate({family}_sum{{inference_service!=""}}[1m])) / '
         "sum by (namespace, inference_service) "
-        '(rate(vllm:request_queue_time_seconds_count{inference_service!=""}[1m]))'
-    )
-
-
-def test_prefill_time_is_read_as_a_mean_per_service() -> None:
-    q = all_queries(QueryScope(rate_window="2m"))[Signal.PREFILL_TIME_MEAN]
-    assert q == (
-        "sum by (namespace, inference_service) "
-        '(rate(vllm:request_prefill_time_seconds_sum{inference_service!=""}[2m])) / '
-        "sum by (namespace, inference_service) "
-        '(rate(vllm:request_prefill_time_seconds_count{inference_service!=""}[2m]))'
+        f'(rate({family}_count{{inference_service!=""}}[1m]))'
     )
 
 
