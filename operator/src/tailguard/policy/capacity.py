@@ -130,19 +130,23 @@ def implied_base(batch: float, step_s: float, prefill_tokens: float = 0.0) -> fl
     )
 
 
+def _prompt_prior(alpha: float, prompt_cost_s: float | None) -> tuple[float, bool]:
+    """The prompt cost's prior, γ₀: the measured cost when there is one (and whether it is),
+    else a base step per ``PRIOR_TOKENS_PER_BASE`` tokens."""
+    if prompt_cost_s is not None and math.isfinite(prompt_cost_s) and prompt_cost_s > 0:
+        return prompt_cost_s, True
+    return alpha / PRIOR_TOKENS_PER_BASE, False
+
+
 def anchored_model(
     batch: float, step_s: float, prefill_tokens: float = 0.0, prompt_cost_s: float | None = None
 ) -> StepModel:
     """The prior curve's shape through one (batch, step) pair, with the measured prompt cost when
     there is one."""
     alpha = implied_base(batch, step_s, prefill_tokens)
-    measured = prompt_cost_s is not None and math.isfinite(prompt_cost_s) and prompt_cost_s > 0
+    gamma, measured = _prompt_prior(alpha, prompt_cost_s)
     return StepModel(
-        alpha,
-        alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH,
-        fitted=False,
-        gamma=prompt_cost_s if measured and prompt_cost_s is not None else alpha / PRIOR_TOKENS_PER_BASE,
-        prefill_learned=measured,
+        alpha, alpha * (PRIOR_RATIO - 1.0) / PRIOR_BATCH, fitted=False, gamma=gamma, prefill_learned=measured
     )
 
 
@@ -170,8 +174,7 @@ def step_model(
     if prefill is None:
         return StepModel(alpha, max(b1 / a11, 0.0), fitted)
     sx, sxx, snx, sxt = prefill
-    measured = prompt_cost_s is not None and math.isfinite(prompt_cost_s) and prompt_cost_s > 0
-    gamma0 = prompt_cost_s if measured and prompt_cost_s is not None else alpha / PRIOR_TOKENS_PER_BASE
+    gamma0, measured = _prompt_prior(alpha, prompt_cost_s)
     prior_x = PRIOR_WEIGHT * PRIOR_PREFILL_TOKENS * PRIOR_PREFILL_TOKENS
     a22 = sxx + prior_x
     a12 = snx
