@@ -93,6 +93,7 @@ def answers(rates: list[float], at: float) -> dict[Signal, list[dict[str, Any]]]
             (Signal.PREEMPTION_RATE, 0.0),
             (Signal.ITL_MEAN, 0.012),
             (Signal.QUEUE_TIME_MEAN, 0.004),
+            (Signal.PREFILL_TIME_MEAN, 0.016),
             (Signal.REPORTING_PODS, 1.0),
             (Signal.LAST_SAMPLE, at - 5),
         ):

@@ -167,6 +167,12 @@ def test_operator_reads_one_pod_and_the_request_rate(engine_run: EngineRun) -> N
     # The burst window (30 s, many scrapes here) reads the same counter: a series, not a gap.
     assert sig.request_rate_burst is not None, sig
     assert sig.request_rate_burst >= 0, sig
+    # The mean prefill time reads through Prometheus as on /metrics (the window covers the run).
+    prefill = f"{VllmMetric.PREFILL_TIME}"
+    on_metrics = engine_run.delta(f"{prefill}_sum") / engine_run.delta(f"{prefill}_count")
+    assert sig.prefill_time_mean_s == pytest.approx(on_metrics, rel=1e-6, abs=1e-9), (
+        f"{Signal.PREFILL_TIME_MEAN}: {sig.prefill_time_mean_s} through Prometheus, {on_metrics} on /metrics"
+    )
     assert sig.running == 0, f"the engine should be idle after the load: {sig}"
     assert sig.waiting == 0, f"the engine should be idle after the load: {sig}"
     assert sig.kv_cache_usage is not None, sig
