@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -18,6 +19,8 @@ from tailguard.policy.budget import (
     GAIN_MAX,
     GAIN_MIN,
     PEAK_BUCKETS,
+    PEAK_FLOOR,
+    PEAK_STEP,
     RATIO_STEP,
     BudgetMemory,
     adjust_gain,
@@ -25,6 +28,7 @@ from tailguard.policy.budget import (
     headroom,
     record_attainment,
     record_load,
+    soften,
 )
 
 HORIZON = 90.0
@@ -387,3 +391,90 @@ def test_a_burst_the_rate_window_climbs_to_is_held_in_full() -> None:
     held, _ = headroom(run.state.budget, 1.0 - config.goodput_target).held(40.0)
     assert held >= 115.0, calm.reason
     assert f"for {held:.1f} req/s" in calm.reason, "the decision holds the same load"
+
+
+def _cliff(load: float) -> float:
+    """A hard bound: nothing missed up to the capacity, everything beyond it."""
+    return 0.0 if load <= 1.0 else 1.0
+
+
+def _gentle(load: float) -> float:
+    """A soft bound: 1% missed at the capacity, growing with the cube of the load, all at 3×."""
+    return 1.0 if load >= 3.0 else min(1.0, 0.01 * load**3)
+
+
+def _weighted_misses(weights: tuple[float, ...], held: float, misses: Callable[[float], float]) -> float:
+    values = [PEAK_FLOOR * PEAK_STEP ** (i + 0.5) for i in range(len(weights))]
+    return sum(w * misses(v / held) for w, v in zip(weights, values, strict=True)) / sum(weights)
+
+
+def test_a_soft_capacity_holds_what_the_misses_above_it_cost() -> None:
+    """Four minutes calm at 10 req/s, a minute of bursts to 40: a hard bound holds the burst; a
+    soft one holds less, as much as keeps the history's misses within the budget."""
+    memory = _memory(_bursts(10.0, 40.0, 50))
+    room = headroom(memory, budget=0.01)
+    hard = soften(room, memory, 0.01, _cliff)
+    soft = soften(room, memory, 0.01, _gentle)
+    assert hard.held(10.0)[0] == pytest.approx(room.held(10.0)[0], rel=0.1)
+    assert not room.soft
+    assert soft.soft
+    held = soft.held(10.0)[0]
+    assert 10.0 < held < 0.9 * room.held(10.0)[0], (held, room.held(10.0))
+    # at the peak it holds for, the history's requests miss about the budget's share
+    assert _weighted_misses(memory.peaks, soft.peak, _gentle) == pytest.approx(0.01, rel=0.2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    loads=st.lists(st.floats(0.0, 500.0), min_size=20, max_size=120),
+    targets=st.tuples(st.sampled_from([0.8, 0.9, 0.95]), st.sampled_from([0.99, 0.995, 0.999])),
+    now=st.floats(0.0, 500.0),
+    gain=st.floats(GAIN_MIN, GAIN_MAX),
+)
+def test_a_soft_capacity_never_holds_more_and_keeps_the_order_of_targets(
+    loads: list[float], targets: tuple[float, float], now: float, gain: float
+) -> None:
+    memory = replace(_memory(loads), gain=gain)
+    low, high = (soften(headroom(memory, 1.0 - t), memory, 1.0 - t, _gentle) for t in targets)
+    assert low.held(now)[0] <= high.held(now)[0] + 1e-9
+    for target, room in zip(targets, (low, high), strict=True):
+        assert room.held(now)[0] <= headroom(memory, 1.0 - target).held(now)[0] + 1e-9
+
+
+def _prompt_heavy(rate: float, replicas: int) -> Observation:
+    """Code completion on 8B H100 replicas (2,000-token prompts, 30-token answers) at ``rate``:
+    the step, batch and p99 TPOT the simulator's engine shows, the prompts' chunks included."""
+    per = rate / replicas
+    alpha, beta, gamma, prompt, out = 0.0074, 0.000055, 0.00003, 2000.0, 30.0
+    batch = 1.0
+    for _ in range(50):  # N = λ·out·τ(N), τ stretched by the prompt chunks
+        step = (alpha + beta * batch) / (1.0 - gamma * per * prompt)
+        batch = per * out * step
+    lift = 0.5 * gamma * prompt * math.sqrt(gamma * per * prompt) / (1.0 - gamma * per * prompt) ** 2
+    return healthy(
+        rate,
+        replicas,
+        itl_mean_s=step,
+        p99_tpot_s=step + lift + 0.001,
+        p99_ttft_s=0.25,
+        running=batch * replicas,
+        prompt_token_rate=rate * prompt,
+        generation_token_rate=rate * out,
+        kv_cache_usage=0.05,
+    )
+
+
+def test_a_prompt_heavy_service_holds_less_than_its_bursts_where_misses_grow_gently() -> None:
+    """Bursts to 30 req/s over a calm of 3, on replicas whose TPOT bound comes from the prompts'
+    chunks: above it a few more requests miss, so the hold stays below the bursts' height."""
+    config = replace(CONFIG, budget_headroom=True, ttft_slo_s=1.0, max_replicas=32)
+    run = Run(config=config, replicas=4)
+    for _ in range(8):
+        run.hold(lambda n: _prompt_heavy(3.0, n), 240)
+        run.hold(lambda n: _prompt_heavy(30.0, n), 60)
+    calm = run.hold(lambda n: _prompt_heavy(3.0, n), 120)
+    assert "of its requests in TPOT misses (they grow gently above the capacity)" in calm.reason
+    holding = re.search(r"holding (\d+) for ([\d.]+) req/s", calm.reason)
+    assert holding is not None, calm.reason
+    assert 3.0 < float(holding.group(2)) < 30.0, calm.reason
+    assert "bound by TPOT SLO" in calm.reason, calm.reason

@@ -153,3 +153,58 @@ def test_the_learned_offset_leaves_out_what_the_interference_explains() -> None:
     assert lifts[-1] > 0.005, lifts[-1]  # the interference is most of the gap ...
     assert state.tpot_offset_s is not None
     assert state.tpot_offset_s < 0.004, state.tpot_offset_s  # ... and the offset the rest
+
+
+def test_misses_grow_gently_above_an_interference_bound_until_the_prompts_saturate() -> None:
+    """Above a TPOT bound set by the prompts' interference the tail stretches: at the capacity 1%
+    misses, more above it, every request from the load where a TTFT of 1 s breaks on."""
+    h100 = StepModel(0.0074, 0.000055, True, 0.00003, True)
+    cap = capacity(
+        h100,
+        output_tokens=30.0,
+        prompt_tokens=2000.0,
+        max_batch=256,
+        batch_fill=0.85,
+        tpot_slo_s=0.05,
+        tpot_offset_s=0.002,
+        kv_per_seq=None,
+        saturation_ttft_s=1.0,
+    )
+    curve = cap.misses
+    assert curve is not None
+    assert curve.share(1.0) == pytest.approx(0.01)
+    shares = [curve.share(y) for y in (0.5, 1.0, 1.2, 1.4, 2.0)]
+    assert shares == sorted(shares), shares
+    # One such replica under Poisson arrivals measured 1.4% / 2.6% / 4.0% missed at 6 / 7 / 8
+    # req/s: above the capacity the curve reads more (the mean step grows with the batch too),
+    # at most five times as much, and far from a cliff's hundredfold.
+    for rate, measured in ((6.0, 0.0137), (7.0, 0.0263), (8.0, 0.0398)):
+        share = curve.share(rate / cap.rate)
+        assert measured <= share <= 5.0 * measured, (rate, share)
+    # TTFT broke there for more than 1% of the requests at 12 req/s (prompts alone fill the
+    # engine at 1/(γ·P) = 16.7); the curve ends well before, a margin below the modelled limit.
+    assert 1.5 < curve.saturation < 12.0 / cap.rate / 1.2, curve.saturation
+    assert curve.share(curve.saturation) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("tpot_slo_s", "max_batch"),
+    [
+        pytest.param(None, 64, id="no TPOT SLO: the batch cap binds"),
+        pytest.param(0.05, 2, id="a tiny batch cap"),
+    ],
+)
+def test_a_hard_bound_has_no_miss_curve(tpot_slo_s: float | None, max_batch: int) -> None:
+    cap = capacity(
+        MODEL,
+        output_tokens=30.0,
+        prompt_tokens=2000.0,
+        max_batch=max_batch,
+        batch_fill=0.85,
+        tpot_slo_s=tpot_slo_s,
+        tpot_offset_s=0.002,
+        kv_per_seq=None,
+        saturation_ttft_s=1.0,
+    )
+    assert cap.bound != "TPOT SLO"
+    assert cap.misses is None

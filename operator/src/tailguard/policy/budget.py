@@ -25,6 +25,7 @@ before help could arrive. Three pieces, all pure:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 #: Buckets of the jump histogram: bucket i holds ratios in [R^i, R^(i+1)); the first also holds
@@ -93,6 +94,9 @@ class Headroom:
     floor_peak: float = 0.0
     floor_quantile: float = 0.0
     floor_share: float = 0.0
+    #: The hold was lowered to what the budget pays for in misses above a soft capacity
+    #: (:func:`soften`).
+    soft: bool = False
 
     def held(self, load: float) -> tuple[float, bool]:
         """The load to hold for at ``load`` now, and whether the floor set it."""
@@ -265,3 +269,70 @@ def _quantiles(memory: BudgetMemory, quantile: float) -> tuple[float, float]:
     at = _quantile_position(memory.jumps, quantile)
     ratio = 1.0 if at <= 1.0 else float(RATIO_STEP**at)
     return ratio, float(PEAK_FLOOR * PEAK_STEP ** _quantile_position(memory.peaks, quantile))
+
+
+def soften(room: Headroom, memory: BudgetMemory, budget: float, misses: Callable[[float], float]) -> Headroom:
+    """Hold no more than the misses the budget pays for, where the capacity is a soft bound.
+
+    ``misses(y)`` is the share of requests missing at ``y`` times the capacity (1% at 1). The
+    quantile hold treats every request above the held load as lost; where the bound is soft (the
+    prompts' interference with TPOT) a burst above it costs only the extra misses it makes. So
+    the hold is also read as the smallest load to hold for at which the history's requests,
+    weighted as in the quantile, would miss no more than the share the quantile allows
+    (``budget·gain``): the lower of the two is kept, and so is the 1% budget's floor.
+    """
+    if not room.learned:
+        return room
+    ratio, peak = _soft_hold(memory, budget * max(memory.gain, GAIN_QUANTILE_MIN), misses)
+    ratio, peak = min(room.ratio, ratio), min(room.peak, peak)
+    softened = replace(room, ratio=ratio, peak=peak, soft=ratio < room.ratio or peak < room.peak)
+    if room.floor_share <= 0.0:
+        return softened
+    floor_ratio, floor_peak = _soft_hold(memory, STRICT_BUDGET * max(memory.gain, GAIN_QUANTILE_MIN), misses)
+    return replace(
+        softened, floor_ratio=min(room.floor_ratio, floor_ratio), floor_peak=min(room.floor_peak, floor_peak)
+    )
+
+
+def _soft_hold(memory: BudgetMemory, share: float, misses: Callable[[float], float]) -> tuple[float, float]:
+    """The jump ratio and the peak load at which the history misses ``share`` of its weight."""
+    ratio = RATIO_STEP ** _soft_position(memory.jumps, RATIO_STEP, 1.0, share, misses)
+    peak = PEAK_FLOOR * PEAK_STEP ** _soft_position(memory.peaks, PEAK_STEP, PEAK_FLOOR, share, misses)
+    return ratio, peak
+
+
+def _soft_position(
+    weights: tuple[float, ...], step: float, origin: float, share: float, misses: Callable[[float], float]
+) -> float:
+    """The smallest position p (in buckets: the held value is ``origin·step^p``) at which the
+    weighted misses of the histogram's values (each bucket's at its log-middle, the first
+    bucket's at ``origin``) stay within ``share`` of its weight."""
+    total = sum(weights)
+    if total <= 0.0:
+        return 0.0
+    filled = [(i, w) for i, w in enumerate(weights) if w > 0.0]
+    memo: dict[float, float] = {}
+
+    def missed(at: int) -> float:
+        lost = 0.0
+        for i, w in filled:
+            # bucket i's middle (the first's origin) over the held value at bucket ``at``'s edge
+            exponent = i - at + 0.5 if i > 0 else float(-at)
+            if exponent not in memo:
+                memo[exponent] = misses(step**exponent)
+            lost += w * memo[exponent]
+        return lost / total
+
+    lo, hi = 0, len(weights)
+    if missed(lo) <= share:
+        return 0.0
+    # Invariant: missed(lo) > share >= missed(hi) (beyond the last bucket nothing is missed).
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if missed(mid) <= share:
+            hi = mid
+        else:
+            lo = mid
+    # Between the two grid points, read the position where the misses cross ``share``.
+    above, below = missed(lo), missed(hi)
+    return lo + (above - share) / (above - below) if above > below else float(hi)

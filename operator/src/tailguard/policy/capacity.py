@@ -38,6 +38,7 @@ current mix and a prompt counts as one more decode step, as it did before γ was
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -247,6 +248,91 @@ def ttft_p99(model: StepModel, batch: float, rate: float, prompt_tokens: float) 
     return mean_step + service * (1.0 + wait)
 
 
+#: The share of requests a p99 SLO lets miss: at capacity the modelled p99 sits at the SLO.
+_P99_MISS = 0.01
+
+
+@dataclass(frozen=True)
+class MissCurve:
+    """How the share of requests missing the TPOT SLO grows with a replica's load beyond the
+    capacity, where prompt chunks' interference is part of what bounds it.
+
+    Such a bound is soft where the interference is most of it: above it the TPOT tail stretches
+    and a few more requests miss, until prompts queue for their prefill and TTFT breaks for all.
+    Where the mean step is most of it, every request's TPOT rises with the batch and the bound
+    is a cliff. Both from the model: at load x the TPOT excess over the mean step is taken as an
+    exponential tail whose p99 is the interference, so the share beyond what the SLO leaves
+    (its budget less the mean step and the offset) is 1% ^ (room(x) / lift(x)); from
+    ``saturation`` on, every request misses. (One replica under Poisson load in the simulator's
+    engine, code completion on an 8B H100: 1.4% / 2.6% / 4% / 11% missed at 6 / 7 / 8 / 10 req/s,
+    1% near 5; the curve reads more, at most four times as much.)
+    """
+
+    #: ``(load as a multiple of the capacity, share missing)`` at rising batches.
+    points: tuple[tuple[float, float], ...]
+    #: The load at which prompts saturate the replica (TTFT SLO, batch cap or KV cache), as a
+    #: multiple of the capacity.
+    saturation: float
+
+    def share(self, load: float) -> float:
+        """The share of requests missing at ``load`` times the capacity."""
+        if load >= self.saturation:
+            return 1.0
+        points = self.points
+        if not points or load <= points[0][0]:
+            return points[0][1] if points else 0.0
+        for (x0, m0), (x1, m1) in itertools.pairwise(points):
+            if load <= x1:
+                return m0 + (m1 - m0) * (load - x0) / (x1 - x0) if x1 > x0 else m1
+        return 1.0
+
+
+#: How far below the modelled hard limit the miss curve ends: the model places a full batch or a
+#: prompt queue only this well (the learned correction moves the capacity by up to 30% at once),
+#: and a chat replica whose hard limit sits within a fifth of its TPOT bound fell off that cliff
+#: in the simulator where the curve read a few percent more misses.
+_HARD_LIMIT_MARGIN = 1.3
+
+#: Batches at which the miss curve is tabulated, as multiples of the bound's batch (up to the
+#: saturating batch).
+_CURVE_BATCHES = (0.5, 0.7, 0.85, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7, 2.0, 2.4, 3.0, 4.0, 6.0, 10.0)
+
+
+def _miss_curve(
+    mix: StepModel,
+    model: StepModel,
+    prompt: float,
+    batch: float,
+    hard: float,
+    rate_at: Callable[[float], float],
+    budget_s: float,
+    offset_s: float | None,
+) -> MissCurve | None:
+    rate = rate_at(batch)
+    saturation = rate_at(max(hard, batch)) / rate / _HARD_LIMIT_MARGIN if rate > 0 else 1.0
+    if saturation <= 1.0:
+        return None
+    points = []
+    for k in _CURVE_BATCHES:
+        n = k * batch
+        if n >= hard:
+            break
+        step = mix.step(n)
+        offset = offset_s if offset_s is not None else 0.25 * step
+        lift = interference_s(model, rate_at(n), prompt)
+        room = budget_s - step - offset
+        if room <= 0.0 or not math.isfinite(lift):
+            miss = 1.0
+        elif lift <= 0.0:
+            miss = 0.0
+        else:
+            miss = min(1.0, _P99_MISS ** (room / lift))
+        points.append((rate_at(n) / rate, miss))
+        if miss >= 1.0:
+            break
+    return MissCurve(tuple(points), saturation)
+
+
 @dataclass(frozen=True)
 class Capacity:
     """Sustainable requests per second of one replica and what bounds it."""
@@ -265,6 +351,9 @@ class Capacity:
     note: str | None = None
     #: How far the prompts' chunks lift p99 TPOT above the mean step at this rate.
     interference_s: float = 0.0
+    #: How misses grow above ``rate`` when the prompts' interference bounds it (``None``: the
+    #: bound is a hard one, a full batch or a queue, and every request beyond it may miss).
+    misses: MissCurve | None = None
 
     def explain(self) -> str:
         """The bound in words: 'bound by prefill: …; TTFT SLO: batch 12 at 64 ms/step'."""
@@ -304,12 +393,15 @@ def capacity(
     prompt_tokens: float | None = None,
     ttft_slo_s: float | None = None,
     note: str | None = None,
+    saturation_ttft_s: float | None = None,
 ) -> Capacity:
     """λ(N*) for one replica; see the module text for N*.
 
     p99 TPOT is modelled as the mean step (prompt chunks included) plus ``tpot_offset_s``
     (learned; until then a quarter of the step). A batch at which p99 TPOT is seen within its SLO
     is never ruled out. Without ``prompt_tokens`` a prompt costs one more decode step.
+    ``saturation_ttft_s``: the TTFT SLO at which prompts count as saturating the replica, for the
+    miss curve of an interference bound (without it the curve ends at the other limits).
     """
     out = max(1.0, output_tokens)
     prompt = max(0.0, prompt_tokens) if prompt_tokens is not None else None
@@ -358,7 +450,22 @@ def capacity(
         share = min(1.0, rate * model.gamma * prompt)
         per_s = 1.0 / model.gamma if model.gamma > 0 else None
     lift = interference_s(model, rate, prompt) if prompt is not None and tpot_slo_s is not None else 0.0
-    return Capacity(rate, batch, mix.step(batch), bound, prompt, share, per_s, note, lift)
+    misses = None
+    if bound == "TPOT SLO" and prompt is not None and lift > 0.0 and rate > 0.0 and tpot_slo_s is not None:
+        # Beyond the TPOT bound the replica still serves, with more misses, up to where a full
+        # batch, the KV cache or prompts queueing for their prefill (the modelled TTFT) stop it.
+        hard = min(n for n, name in limits if name != "TPOT SLO")
+        soft = rate_at(max(hard, batch)) > _HARD_LIMIT_MARGIN * rate  # else a cliff: no curve
+        if soft and saturation_ttft_s is not None:
+            target = _TTFT_BUDGET * saturation_ttft_s
+            if ttft_p99(model, hard, rate_at(hard), prompt) > target:
+                # (from the bound's batch up: its TTFT is not modelled to break below it)
+                hard = _largest_batch(
+                    lambda n: ttft_p99(model, n, rate_at(n), prompt) <= target, hard, lower=batch, steps=20
+                )
+        if soft:
+            misses = _miss_curve(mix, model, prompt, batch, hard, rate_at, 0.9 * tpot_slo_s, tpot_offset_s)
+    return Capacity(rate, batch, mix.step(batch), bound, prompt, share, per_s, note, lift, misses)
 
 
 def _interference_bound(
@@ -382,11 +489,13 @@ def _interference_bound(
     return _largest_batch(lambda n: p99(n) <= budget_s, upper)
 
 
-def _largest_batch(fits: Callable[[float], bool], upper: float) -> float:
-    """The largest batch in (0, ``upper``) that ``fits`` (which holds below some batch and not
-    above it), by bisection; 0 when none does."""
-    lo, hi = 0.0, upper
-    for _ in range(40):
+def _largest_batch(
+    fits: Callable[[float], bool], upper: float, *, lower: float = 0.0, steps: int = 40
+) -> float:
+    """The largest batch in (``lower``, ``upper``) that ``fits`` (which holds below some batch
+    and not above it), by bisection; ``lower`` when none does."""
+    lo, hi = lower, upper
+    for _ in range(steps):
         mid = 0.5 * (lo + hi)
         if mid > 0 and fits(mid):
             lo = mid

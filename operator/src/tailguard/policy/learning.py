@@ -340,4 +340,5 @@ def capacity_of(
         # GPU-h at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects the capacity.
         ttft_slo_s=None,
         note=note,
+        saturation_ttft_s=config.ttft_slo_s,
     )

@@ -20,6 +20,7 @@ from tailguard.policy.budget import (
     headroom,
     record_attainment,
     record_load,
+    soften,
 )
 from tailguard.policy.learning import ReplicaCapacity
 from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, finite, fmt_ms, slo_held
@@ -159,6 +160,9 @@ def size_need(
     held_load = 0.0
     floored = False
     if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
+        curve = cap.modelled.misses if cap.modelled is not None else None
+        if curve is not None:
+            room = soften(room, memory, max(1e-4, 1.0 - config.goodput_target), curve.share)
         held_load, floored = room.held(seen)
         hold = ceil_replicas(held_load / healthy)
     parts: list[str] = []
@@ -234,6 +238,12 @@ def size_need(
 def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool) -> str:
     burn = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
     what = f"p{room.quantile * 100:.4g} of the load within {startup_s:.0f} s in its history"
+    if room.soft:
+        what = (
+            f"the load within {startup_s:.0f} s in its history, less what costs at most "
+            f"{1.0 - room.quantile:.1%} of its requests in TPOT misses (they grow gently above "
+            "the capacity)"
+        )
     if floored:
         # A larger budget sheds at most its extra misses' share of what a 1% budget holds.
         what = (
