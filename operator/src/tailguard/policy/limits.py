@@ -46,7 +46,10 @@ def apply_limits(
     # was wrong, which is why the SLO broke), and once the breach ends the window's largest entry
     # would then let the whole fleet go in one decision.
     sized = need.sized
-    remembered = recommended if sized is None or not broken else max(current, min(recommended, sized))
+    if broken:
+        remembered = recommended if sized is None else max(current, min(recommended, sized))
+    else:
+        remembered = recommended if need.remembered is None else need.remembered
     history = (*_prune(state.recommendations, now, config), (now, remembered))
     final = recommended
     limits: list[str] = []

@@ -55,6 +55,9 @@ class Need:
     #: what a breach's stabilization entry remembers instead of its emergency size.
     sized: int | None
     budget: BudgetMemory
+    #: What the scale-down window remembers of this recommendation outside a breach: the same,
+    #: or less where the running gauge read the load ahead of its arrivals.
+    remembered: int | None = None
 
 
 def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
@@ -210,6 +213,13 @@ def size_need(
     holding = hold is not None and hold > recommended
     if hold is not None and holding:
         recommended = hold
+    remembered = recommended
+    if not broken and ahead.steady_demand < demand:
+        # The engines fill up faster than the arrivals grow (every step is longer at a larger
+        # batch): acting on that reading is early for a ramp, but remembered for the scale-down
+        # window it would keep the fleet sized for an onset's over-read long after the burst.
+        steady_up = ceil_replicas(max(ahead.steady_demand, ahead.forecast) / (per_replica * u))
+        remembered = min(recommended, max(steady_up, hold or 0))
     if broken:
         code = Reason.SLO_BREACH
     elif recommended > current:
@@ -232,7 +242,7 @@ def size_need(
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
         parts.append(f"capacity {per_replica:.1f} req/s per replica ({cap.modelled.explain()})")
-    return Need(recommended, code, tuple(parts), sized, memory)
+    return Need(recommended, code, tuple(parts), sized, memory, remembered)
 
 
 def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool) -> str:
