@@ -41,13 +41,16 @@ def apply_limits(
     current = obs.desired_replicas
     recommended = need.recommended
     code = need.code
-    # In a breach remember what the load needs at the healthy capacity, not the emergency size,
-    # but never less than the fleet serving now: the healthy need may be far smaller (the model
-    # was wrong, which is why the SLO broke), and once the breach ends the window's largest entry
-    # would then let the whole fleet go in one decision.
+    # In a breach remember what the measured load needs, not the emergency size with its drain:
+    # at the capacity the replicas showed (``need.remembered``: what saturated ones finish) and at
+    # least at the healthy one (``sized``), up to the fleet serving now. The healthy need alone
+    # may be far smaller (the model was wrong, which is why the SLO broke), and once the breach
+    # ended the window's largest entry then let the whole fleet go in one decision; without a
+    # capacity shown, the fleet now is remembered.
     sized = need.sized
     if broken:
-        remembered = recommended if sized is None else max(current, min(recommended, sized))
+        shown = current if need.remembered is None else min(current, max(need.remembered, sized or 0))
+        remembered = recommended if sized is None else max(shown, min(recommended, sized))
     else:
         remembered = recommended if need.remembered is None else need.remembered
     history = (*_prune(state.recommendations, now, config), (now, remembered))

@@ -55,8 +55,9 @@ class Need:
     #: what a breach's stabilization entry remembers instead of its emergency size.
     sized: int | None
     budget: BudgetMemory
-    #: What the scale-down window remembers of this recommendation outside a breach: the same,
-    #: or less where the running gauge read the load ahead of its arrivals.
+    #: What the scale-down window remembers of this recommendation: the same, or less where the
+    #: running gauge read the load ahead of its arrivals; in a breach, the need of the load
+    #: measured at the capacity the replicas showed (no drain, no queue).
     remembered: int | None = None
 
 
@@ -213,8 +214,20 @@ def size_need(
     holding = hold is not None and hold > recommended
     if hold is not None and holding:
         recommended = hold
-    remembered = recommended
-    if not broken and ahead.steady_demand < demand:
+    remembered: int | None = recommended
+    # The load outgrew the replicas ready, or a queue within the rate window (which the p99s
+    # still carry after it drained) explains the breach.
+    explained = not load.queue_gone or (
+        healthy is not None and ahead.measured > obs.ready_replicas * healthy * u
+    )
+    if broken and (cap.saturated or explained):
+        # What to remember is the need of the load measured, at the capacity saturated replicas
+        # showed or the healthy one: the breach's queue and drain are transient. A breach neither
+        # explains shows the model wrong, and the limits then remember the fleet that served it.
+        remembered = min(recommended, ceil_replicas(ahead.measured / (per_replica * u)))
+    elif broken:
+        remembered = None
+    elif ahead.steady_demand < demand:
         # The engines fill up faster than the arrivals grow (every step is longer at a larger
         # batch): acting on that reading is early for a ramp, but remembered for the scale-down
         # window it would keep the fleet sized for an onset's over-read long after the burst.
