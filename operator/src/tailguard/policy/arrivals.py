@@ -99,12 +99,11 @@ def read_arrivals(
     # within the window (more than slower steps add), so a real surge still shows through.
     fleet_then = max((row[2] for row in history), default=replica.serving)
     surge_bar = _SURGE * max(1.0, fleet_then / max(1, replica.serving))
-    surge = risen = 1.0
+    surge = grown = 1.0
     if replica.step_measured and replica.batch and replica.serving and replica.batch >= 1.0:
         # Running only: a queue says the same thing again, and is counted as its growth below.
         grown = (obs.running or 0.0) / replica.serving / replica.batch
         surge = min(2.0, grown)
-        risen = min(2.0, grown * _step_stretch(state, replica.batch, grown))
     surging = surge > surge_bar
     jump_at = now if surging and surge >= _JUMP else state.jump_seen_at
     load = steady_load = rate
@@ -113,7 +112,9 @@ def read_arrivals(
         # faster than they do), which is what a scale-up on a ramp needs; the stabilization
         # window remembers the arrivals it implies.
         load = max(load, rate * surge)
-        steady_load = max(steady_load, rate * risen)
+        steady_load = max(
+            steady_load, rate * min(2.0, grown * _step_stretch(state, replica.batch or 0.0, grown))
+        )
     # Under overload the replicas finish only what they sustain: arrivals are what they finish
     # plus the growth of the queue since the last decision. The surge is another reading of the
     # same arrivals (it already counts the requests the engines took in), so the larger counts.
