@@ -155,21 +155,25 @@ def test_the_learned_offset_leaves_out_what_the_interference_explains() -> None:
     assert state.tpot_offset_s < 0.004, state.tpot_offset_s  # ... and the offset the rest
 
 
-def test_misses_grow_gently_above_an_interference_bound_until_the_prompts_saturate() -> None:
-    """Above a TPOT bound set by the prompts' interference the tail stretches: at the capacity 1%
-    misses, more above it, every request from the load where a TTFT of 1 s breaks on."""
-    h100 = StepModel(0.0074, 0.000055, True, 0.00003, True)
-    cap = capacity(
-        h100,
+def _code_completion(model: StepModel, *, tpot_slo_s: float | None = 0.05, max_batch: int = 256) -> Capacity:
+    """One replica of 2,000-token prompts with 30-token answers, a TTFT SLO of 1 s."""
+    return capacity(
+        model,
         output_tokens=30.0,
         prompt_tokens=2000.0,
-        max_batch=256,
+        max_batch=max_batch,
         batch_fill=0.85,
-        tpot_slo_s=0.05,
+        tpot_slo_s=tpot_slo_s,
         tpot_offset_s=0.002,
         kv_per_seq=None,
         saturation_ttft_s=1.0,
     )
+
+
+def test_misses_grow_gently_above_an_interference_bound_until_the_prompts_saturate() -> None:
+    """Above a TPOT bound set by the prompts' interference the tail stretches: at the capacity 1%
+    misses, more above it, every request from the load where a TTFT of 1 s breaks on."""
+    cap = _code_completion(StepModel(0.0074, 0.000055, True, 0.00003, True))
     curve = cap.misses
     assert curve is not None
     assert curve.share(1.0) == pytest.approx(0.01)
@@ -195,16 +199,6 @@ def test_misses_grow_gently_above_an_interference_bound_until_the_prompts_satura
     ],
 )
 def test_a_hard_bound_has_no_miss_curve(tpot_slo_s: float | None, max_batch: int) -> None:
-    cap = capacity(
-        MODEL,
-        output_tokens=30.0,
-        prompt_tokens=2000.0,
-        max_batch=max_batch,
-        batch_fill=0.85,
-        tpot_slo_s=tpot_slo_s,
-        tpot_offset_s=0.002,
-        kv_per_seq=None,
-        saturation_ttft_s=1.0,
-    )
+    cap = _code_completion(MODEL, tpot_slo_s=tpot_slo_s, max_batch=max_batch)
     assert cap.bound != "TPOT SLO"
     assert cap.misses is None
