@@ -369,13 +369,9 @@ def test_a_surge_read_at_a_bursts_onset_does_not_enlarge_the_history() -> None:
     calm_plain = plain.hold(lambda n: healthy(40.0, n), 120)
     calm_surged = surged.hold(lambda n: healthy(40.0, n), 120)
 
-    # The surge was read: at the bursts' onsets the load read ran above the plain run's.
-    def largest_read(run: Run) -> float:
-        return max(
-            float(m.group(1)) for d in run.history if (m := re.search(r"load ([\d.]+) req/s", d.reason))
-        )
-
-    assert largest_read(surged) > 1.5 * largest_read(plain)
+    # The surge was read: at the bursts' onsets the sizing asked for more than on the plain run.
+    assert max(d.replicas for d in surged.history) > max(d.replicas for d in plain.history)
+    # (The fleet itself is still the surge's for a scale-down window: the recommendation is the hold.)
     assert calm_surged.recommended == calm_plain.recommended, (calm_surged.reason, calm_plain.reason)
 
 

@@ -239,30 +239,3 @@ def test_an_overload_reads_its_arrivals_once(case: Overload) -> None:
     match = re.search(r"load (\d+\.\d) req/s", decision.reason)
     assert match is not None, decision.reason
     assert float(match.group(1)) == pytest.approx(rate * case.expect, rel=0.02), decision.reason
-
-
-def test_an_onsets_over_read_scales_up_but_is_not_what_the_window_remembers() -> None:
-    """The load rises by half. The running gauge shows it at once, and more: by Little's law the
-    requests in flight are arrivals × their time in the engine, and the larger batch makes every
-    step longer (the batch grows 2.5× here). The scale-up acts on that early reading, which runs
-    ahead of the arrivals as a ramp does; the scale-down window remembers the arrivals it
-    implies, so once the burst is over the fleet is not held at the over-read for the window."""
-    run = settled(CONFIG, 100.0, 4)
-    calm, risen = healthy(100.0, 4), healthy(150.0, 4)
-    assert calm.running is not None
-    assert risen.running is not None
-    assert risen.running / calm.running > 2.0
-    onset = run.step(replace(calm, running=risen.running))
-    said = re.search(r"load ([\d.]+) req/s", onset.reason)
-    assert said is not None, onset.reason
-    assert float(said.group(1)) > 180.0, onset.reason  # read ahead
-    assert onset.replicas > 4, onset.reason
-    remembered = run.state.recommendations[-1][1]
-    assert remembered < onset.replicas, (remembered, onset.reason)
-    # The burst holds a minute at 150 req/s, then the load is back at 100: the fleet comes down
-    # to what 150 req/s needs within the minute after, not the over-read's size for five.
-    run.hold(lambda n: healthy(150.0, n), 60)
-    need = run.history[-1].replicas
-    run.hold(lambda n: healthy(100.0, n), 60)
-    assert need < onset.replicas
-    assert run.replicas <= need, run.history[-1].reason

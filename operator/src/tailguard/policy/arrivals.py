@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tailguard.policy.capacity import step_model
 from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
@@ -46,9 +45,6 @@ class Arrivals:
     #: The load now: ``flowed``, raised by a surge of the running gauge and, in a breach, by the
     #: queue's growth since the last decision.
     now: float
-    #: The same with the surge read at the arrivals it implies (the longer steps of a larger batch
-    #: taken out): below ``now`` while the engines fill up, what the scale-down window remembers.
-    steady_now: float
     #: Holt's smoothed level and trend (req/s per second) of the window's arrivals.
     level: float
     trend: float
@@ -99,32 +95,23 @@ def read_arrivals(
     # within the window (more than slower steps add), so a real surge still shows through.
     fleet_then = max((row[2] for row in history), default=replica.serving)
     surge_bar = _SURGE * max(1.0, fleet_then / max(1, replica.serving))
-    surge = grown = 1.0
+    surge = 1.0
     if replica.step_measured and replica.batch and replica.serving and replica.batch >= 1.0:
         # Running only: a queue says the same thing again, and is counted as its growth below.
-        grown = (obs.running or 0.0) / replica.serving / replica.batch
-        surge = min(2.0, grown)
+        surge = min(2.0, (obs.running or 0.0) / replica.serving / replica.batch)
     surging = surge > surge_bar
     jump_at = now if surging and surge >= _JUMP else state.jump_seen_at
-    load = steady_load = rate
+    load = rate
     if surging:
-        # The running gauge's own ratio reads a rise ahead of the arrivals (the batch grows
-        # faster than they do), which is what a scale-up on a ramp needs; the stabilization
-        # window remembers the arrivals it implies.
         load = max(load, rate * surge)
-        steady_load = max(
-            steady_load, rate * min(2.0, grown * _step_stretch(state, replica.batch or 0.0, grown))
-        )
     # Under overload the replicas finish only what they sustain: arrivals are what they finish
     # plus the growth of the queue since the last decision. The surge is another reading of the
     # same arrivals (it already counts the requests the engines took in), so the larger counts.
     if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
-        growing = rate + max(0.0, (waiting - state.waiting) / elapsed)
-        load, steady_load = max(load, growing), max(steady_load, growing)
+        load = max(load, rate + max(0.0, (waiting - state.waiting) / elapsed))
     # The in-flight change corrects the rate both ways when all is calm; while the SLO is broken
     # or the engines surge it may only add (what the replicas finish is then the least demand).
     load = max(load, flowed) if broken or surging else flowed
-    steady_load = max(steady_load, flowed) if broken or surging else flowed
     level, trend = _holt(state, max(flowed, rate) if broken else flowed, elapsed)
     # A queue: more requests waiting than replicas, so no replica is left with a free slot. The
     # p99s span the rate window: a breach read within one window of a queue may be only that
@@ -138,7 +125,6 @@ def read_arrivals(
         finished=rate,
         flowed=flowed,
         now=load,
-        steady_now=steady_load,
         level=level,
         trend=trend,
         surging=surging,
@@ -149,19 +135,6 @@ def read_arrivals(
         burst=burst,
         in_flight=history,
     )
-
-
-def _step_stretch(state: PolicyState, batch: float, grown: float) -> float:
-    """How much slower each step runs at ``grown`` times the window's mean batch, inverted: by
-    Little's law requests in flight are arrivals × their time in the engine, and a larger batch
-    makes every step longer, so the requests in flight grow faster than the arrivals. Read on the
-    step-time curve learned so far (1 before there is one)."""
-    model = step_model(state.fit, state.step_floor_s, state.prefill_fit, state.prompt_cost_s)
-    if model is None or batch <= 0.0 or state.output_tokens is None:
-        return 1.0
-    mix = model.for_mix(state.prompt_tokens or 0.0, state.output_tokens)
-    before, after = mix.step(batch), mix.step(batch * grown)
-    return min(1.0, before / after) if after > 0.0 else 1.0
 
 
 def queue_waited(config: PolicyConfig, obs: Observation) -> bool:
@@ -190,8 +163,6 @@ class Outlook:
 
     #: The larger of the load now and the smoothed level: what the fleet must serve.
     demand: float
-    #: The same with the load now read steadily (``Arrivals.steady_now``).
-    steady_demand: float
     #: The level extrapolated over the start-up horizon while a significant rise lasts.
     forecast: float
     #: The trend confirms a significant fall: the load now is below the window's mean.
@@ -221,7 +192,6 @@ def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, *, now: fl
     falling = warmed_up and not broken and -trend * fall_horizon > _TREND_SIGNIFICANT * level
     return Outlook(
         demand=max(load.now, level),
-        steady_demand=max(load.steady_now, level),
         forecast=level + trend * horizon if rising else level,
         falling=falling,
         nowcast=max(0.0, level + trend * 0.5 * config.rate_window_s) if falling else level,

@@ -52,7 +52,7 @@ def apply_limits(
         shown = current if need.remembered is None else min(current, max(need.remembered, sized or 0))
         remembered = recommended if sized is None else max(shown, min(recommended, sized))
     else:
-        remembered = recommended if need.remembered is None else need.remembered
+        remembered = recommended
     history = (*_prune(state.recommendations, now, config), (now, remembered))
     final = recommended
     limits: list[str] = []

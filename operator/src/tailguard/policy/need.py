@@ -55,9 +55,9 @@ class Need:
     #: what a breach's stabilization entry remembers instead of its emergency size.
     sized: int | None
     budget: BudgetMemory
-    #: What the scale-down window remembers of this recommendation: the same, or less where the
-    #: running gauge read the load ahead of its arrivals; in a breach, the need of the load
-    #: measured at the capacity the replicas showed (no drain, no queue).
+    #: What the scale-down window remembers of this recommendation in a breach the load explains:
+    #: the need of the load measured at the capacity the replicas showed (no drain, no queue);
+    #: ``None``: the limits decide (the fleet serving a breach, the recommendation otherwise).
     remembered: int | None = None
 
 
@@ -214,25 +214,17 @@ def size_need(
     holding = hold is not None and hold > recommended
     if hold is not None and holding:
         recommended = hold
-    remembered: int | None = recommended
-    # The load outgrew the replicas ready, or a queue within the rate window (which the p99s
-    # still carry after it drained) explains the breach.
+    # A breach the load explains: it outgrew the replicas ready, or a queue within the rate window
+    # (which the p99s still carry after it drained) broke it. What to remember of it is the need of
+    # the load measured, at the capacity saturated replicas showed or the healthy one: its queue
+    # and drain are transient. A breach neither explains shows the model wrong, and the limits
+    # then remember the fleet that served it.
+    remembered = None
     explained = not load.queue_gone or (
         healthy is not None and ahead.measured > obs.ready_replicas * healthy * u
     )
     if broken and (cap.saturated or explained):
-        # What to remember is the need of the load measured, at the capacity saturated replicas
-        # showed or the healthy one: the breach's queue and drain are transient. A breach neither
-        # explains shows the model wrong, and the limits then remember the fleet that served it.
         remembered = min(recommended, ceil_replicas(ahead.measured / (per_replica * u)))
-    elif broken:
-        remembered = None
-    elif ahead.steady_demand < demand:
-        # The engines fill up faster than the arrivals grow (every step is longer at a larger
-        # batch): acting on that reading is early for a ramp, but remembered for the scale-down
-        # window it would keep the fleet sized for an onset's over-read long after the burst.
-        steady_up = ceil_replicas(max(ahead.steady_demand, ahead.forecast) / (per_replica * u))
-        remembered = min(recommended, max(steady_up, hold or 0))
     if broken:
         code = Reason.SLO_BREACH
     elif recommended > current:
