@@ -144,10 +144,10 @@ def test_a_lower_target_never_holds_a_larger_load(
 def test_a_larger_budget_keeps_the_share_of_the_burst_its_misses_could_pay_for(
     target: float, share: float | None
 ) -> None:
-    """Calm at 10 req/s with a minute's burst to 40 every twenty: at a 5% budget and a gain of 8
-    the quantile (p60) falls below the bursts' share of the requests and holds no jump at all;
-    every burst would then break the SLO for far more than 5% of the requests."""
-    rare = ([10.0] * 76 + [40.0] * 4) * 5
+    """Calm at 10 req/s with a minute's burst to 40 every hundred minutes: at a 5% budget and the
+    gain at its cap the quantile (p90) falls below the bursts' share of the requests and holds no
+    jump at all; every burst would then break the SLO for far more than 5% of the requests."""
+    rare = ([10.0] * 396 + [40.0] * 4) * 2
     memory = replace(_memory(rare), gain=GAIN_MAX)
     strict = headroom(memory, budget=0.01)
     room = headroom(memory, budget=1.0 - target)
@@ -164,8 +164,8 @@ def test_a_larger_budget_keeps_the_share_of_the_burst_its_misses_could_pay_for(
 
 def test_the_reason_says_when_the_floor_holds() -> None:
     run = Run(config=replace(CONFIG, budget_headroom=True, goodput_target=0.95, max_replicas=32), replicas=4)
-    for minute in range(120):
-        burst = minute % 20 == 19
+    for minute in range(200):
+        burst = minute % 100 == 99
         run.hold(lambda n, b=burst: healthy(200.0 if b else 50.0, n), 60.0)
     run.state = replace(run.state, budget=replace(run.state.budget, gain=GAIN_MAX))
     decision = run.hold(lambda n: healthy(50.0, n), 60.0)
@@ -479,3 +479,21 @@ def test_a_prompt_heavy_service_holds_less_than_its_bursts_where_misses_grow_gen
     assert holding is not None, calm.reason
     assert 3.0 < float(holding.group(2)) < 30.0, calm.reason
     assert "bound by TPOT SLO" in calm.reason, calm.reason
+
+
+def test_a_calm_that_never_tests_the_hold_cannot_relax_it_below_a_recurring_burst() -> None:
+    """A minute at 2.5× the calm every 48 minutes: about 7% of the requests' horizons see a burst
+    coming. Slack in the calm says nothing of what an unheld burst costs, so however long the calm,
+    the gain stops where such bursts stay held (p98 at a 1% budget); at a gain of 8 (p92) the
+    quantile fell below them and every burst broke the SLO (the bursty benchmark at half its rate:
+    0.9752)."""
+    memory = _memory(([20.0] * 188 + [50.0] * 4) * 3)
+    for _ in range(48):  # four hours of healthy slack on the policy's own fleet
+        memory = record_attainment(memory, 1.0, 20.0, 300.0)
+        memory = adjust_gain(memory, 0.01, 300.0)
+    assert memory.gain == pytest.approx(GAIN_MAX)
+    held, _ = headroom(memory, budget=0.01).held(20.0)
+    assert held >= 0.95 * 50.0, "the burst stays held (to within its bucket)"
+    assert headroom(replace(memory, gain=8.0), budget=0.01).held(20.0)[0] < 0.5 * 50.0, (
+        "the old cap dropped it"
+    )

@@ -46,7 +46,10 @@ LONG_WINDOW_S = 3600.0
 #: Below ``GAIN_QUANTILE_MIN`` the quantile is at its highest and what is held grows instead, by
 #: the fourth root of how far below (at most 2× at ``GAIN_MIN``): the history under-reads what the
 #: SLO needs (bursts shorter than the rate window, a capacity read too high), and the budget says so.
-GAIN_MIN, GAIN_QUANTILE_MIN, GAIN_MAX = 1.0 / 64.0, 0.25, 8.0
+#: The gain rises on slack alone, and slack in a calm that never reaches the hold says nothing of
+#: what an unheld burst costs: at ``GAIN_MAX`` the quantile stays at ``1 − 2·budget`` or above (p98
+#: at a 0.99 target), so bursts rarer than the loop relaxes are not relaxed out of the hold.
+GAIN_MIN, GAIN_QUANTILE_MIN, GAIN_MAX = 1.0 / 64.0, 0.25, 2.0
 GAIN_RATE_PER_H = 1.5
 #: Requests (weight) a histogram needs before its quantile is trusted.
 MIN_WEIGHT = 200.0
