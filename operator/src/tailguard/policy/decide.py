@@ -74,7 +74,7 @@ def decide(
     engine = learn_engine(config, state, obs, replica, elapsed=elapsed, broken=broken, one_fleet=one_fleet)
     cap = replica_capacity(
         config, state, obs, replica, engine, load,
-        elapsed=elapsed, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
+        elapsed=elapsed, now=now, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
         overspending=overspending(config, state),
     )  # fmt: skip
     need = size_need(
@@ -117,6 +117,8 @@ def decide(
         tpot_offset_s=engine.tpot_offset_s,
         prompt_cost_s=engine.prompt_cost_s,
         capacity_scale=cap.scale,
+        burst_scale=cap.burst_scale,
+        burst_cut_at=cap.cut_at,
         ready=obs.ready_replicas,
         ready_changed_at=ready_changed_at,
         last_scale_at=now if direction else state.last_scale_at,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tailguard.policy.arrivals import Arrivals, steady
+from tailguard.policy.budget import burn_rate
 from tailguard.policy.capacity import (
     Capacity,
     Fit,
@@ -24,7 +25,7 @@ from tailguard.policy.capacity import (
     update_fit,
     update_prefill_fit,
 )
-from tailguard.policy.observed import ReplicaFigures, finite
+from tailguard.policy.observed import ReplicaFigures, finite, poisson_tail, window_misses
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
 
@@ -33,6 +34,15 @@ from tailguard.policy.types import Observation, PolicyConfig
 _SHARED_STEP = 0.5
 #: Bounds of the learned correction of the capacity model.
 _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
+#: A breach that loses this many error budgets of the window's requests on a fleet the model
+#: thought large enough cuts the correction by ``_BURST_CUT``.
+_CUT_BUDGETS = 5.0
+_BURST_CUT = 0.85
+#: How unlikely those misses must be at that share before they count (one in a thousand: a
+#: service decides every 15 s, and a cut is remembered for hours).
+_CUT_SIGNIFICANCE = 0.001
+#: How fast the burst correction recovers while the budget lasts (share per hour).
+_BURST_RECOVERY = 0.2
 
 
 @dataclass(frozen=True)
@@ -204,6 +214,16 @@ class ReplicaCapacity:
     per_replica: float | None
     #: Saturated replicas: the capacity is what they measurably finish.
     saturated: bool
+    #: The share of ``healthy`` a burst meets without breaking the SLO (learned from bursts that
+    #: broke it on a fleet held for them; ≤ 1): what the error budget's hold sizes with.
+    burst_scale: float = 1.0
+    #: When a burst's breach last cut ``burst_scale``.
+    cut_at: float | None = None
+
+    @property
+    def burst(self) -> float | None:
+        """What one replica meets of a burst: ``healthy`` × ``burst_scale``."""
+        return None if self.healthy is None else self.healthy * self.burst_scale
 
 
 def replica_capacity(
@@ -215,6 +235,7 @@ def replica_capacity(
     load: Arrivals,
     *,
     elapsed: float,
+    now: float,
     broken: bool,
     idle: bool,
     settled: bool,
@@ -241,6 +262,7 @@ def replica_capacity(
         and not obs.rollout_in_progress
         and bool(replica.per_replica_rate)
     )
+    burst_scale, cut_at = state.burst_scale, state.burst_cut_at
     if cap is not None and replica.per_replica_rate is not None and not idle:
         per = replica.per_replica_rate
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
@@ -263,6 +285,10 @@ def replica_capacity(
             recovered = min(1.0, scale * (1.0 + 0.1 * elapsed / 300.0)) if scale < 1.0 else scale
             scale = max(recovered, per / cap.rate)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
+        floor = _ttft_floor(config, model, engine, obs, replica, cap, note)
+        burst_scale, cut_at = _burst_correction(
+            config, state, obs, load, cap.rate * scale, floor, now=now, elapsed=elapsed, broken=broken
+        )
     healthy = cap.rate * scale if cap is not None else None
     return ReplicaCapacity(
         model=model,
@@ -271,7 +297,79 @@ def replica_capacity(
         healthy=healthy,
         per_replica=_finishing_now(obs, replica) if saturated else healthy,
         saturated=saturated,
+        burst_scale=burst_scale,
+        cut_at=cut_at,
     )
+
+
+def _burst_correction(
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    load: Arrivals,
+    healthy: float,
+    floor: float,
+    *,
+    now: float,
+    elapsed: float,
+    broken: bool,
+) -> tuple[float, float | None]:
+    """The burst correction after this window, and when it was last cut.
+
+    A burst that breaks the SLO for many of a window's requests (``_CUT_BUDGETS`` error budgets)
+    on a fleet the hold thought large enough for the load measured shows the hold's capacity too
+    high: the windows read a burst shorter than they are at a fraction of its height, and prompts
+    queueing behind prompts hold TTFT where the throughput would not. Cut by ``_BURST_CUT``, once
+    per breach, never below ``floor`` (what the modelled prefill queue keeps within the TTFT SLO
+    at a steady load). It recovers while the error budget lasts: both windows under half a burn.
+    """
+    scale, cut_at = min(1.0, max(floor, state.burst_scale)), state.burst_cut_at
+    budget = max(1e-4, 1.0 - config.goodput_target)
+    memory = state.budget
+    good = next((v for v in (obs.goodput, obs.ttft_within_slo) if v is not None and finite(v)), None)
+    # One cut per breach: none while the windows still carry the burst that made the last one.
+    may_cut = cut_at is None or now - cut_at >= 2.0 * config.rate_window_s
+    held_for = obs.ready_replicas * healthy * scale
+    if (
+        broken
+        and may_cut
+        and not obs.rollout_in_progress
+        and _lost_many(config, obs, good, _CUT_BUDGETS * budget)
+        and max(load.flowed, load.burst) <= held_for
+    ):
+        return max(floor, _BURST_CUT * scale), now
+    short = burn_rate(memory.good_short, memory.all_short, budget)
+    long = burn_rate(memory.good_long, memory.all_long, budget)
+    if not broken and short is not None and long is not None and short < 0.5 and long < 0.5:
+        scale = min(1.0, scale * (1.0 + _BURST_RECOVERY * elapsed / 3600.0))
+    return scale, cut_at
+
+
+def _lost_many(config: PolicyConfig, obs: Observation, good: float | None, share: float) -> bool:
+    """The window lost more than ``share`` of its requests, beyond what chance explains at that
+    share (a few slow requests of a small window are no burst)."""
+    if good is None or good >= 1.0 - share:
+        return False
+    misses = window_misses(config, obs, good, share)
+    return misses is None or poisson_tail(misses.missed, misses.requests * share) < _CUT_SIGNIFICANCE
+
+
+def _ttft_floor(
+    config: PolicyConfig,
+    model: StepModel | None,
+    engine: EngineModel,
+    obs: Observation,
+    replica: ReplicaFigures,
+    cap: Capacity,
+    note: str | None,
+) -> float:
+    """The lowest correction a burst's breach may cut to: the capacity at which the modelled
+    queue of prompts keeps p99 TTFT within its SLO at a steady load, relative to the model's."""
+    tpot_ok = engine.tpot_ok
+    bounded = capacity_of(config, model, engine, obs.max_batch, replica, tpot_ok, note, ttft_bound=True)
+    if bounded is None or cap.rate <= 0:
+        return 1.0
+    return min(1.0, max(_SCALE_MIN, bounded.rate / cap.rate))
 
 
 def _finishing_now(obs: Observation, replica: ReplicaFigures) -> float | None:
@@ -318,6 +416,8 @@ def capacity_of(
     replica: ReplicaFigures,
     tpot_ok: bool,
     note: str | None,
+    *,
+    ttft_bound: bool = False,
 ) -> Capacity | None:
     """The capacity ``model`` promises at ``max_batch`` for the learned mix (``None``: no model or
     no output length yet)."""
@@ -338,7 +438,7 @@ def capacity_of(
         # widely spread lengths it read a queueing tail that the prompt's own prefill makes, and on
         # the long-context benchmark held 32 replicas where a flat 8 reach the target (31.8
         # GPU-h at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects the capacity.
-        ttft_slo_s=None,
+        ttft_slo_s=config.ttft_slo_s if ttft_bound else None,
         note=note,
         saturation_ttft_s=config.ttft_slo_s,
     )

@@ -168,7 +168,7 @@ def size_need(
         if curve is not None:
             room = soften(room, memory, max(1e-4, 1.0 - config.goodput_target), curve.share)
         held_load, floored = room.held(seen)
-        hold = ceil_replicas(held_load / healthy)
+        hold = ceil_replicas(held_load / (cap.burst or healthy))
     parts: list[str] = []
     per_replica = cap.per_replica
     if idle:

@@ -54,6 +54,10 @@ class PolicyState:
     prompt_cost_s: float | None = None
     #: Correction of the model from observed breaches (≤ 1).
     capacity_scale: float = 1.0
+    #: The share of the corrected capacity a replica meets of a burst, learned from bursts that
+    #: broke the SLO on a fleet held for them (≤ 1); and when a breach last cut it.
+    burst_scale: float = 1.0
+    burst_cut_at: float | None = None
     #: Ready replicas at the last decision and when that count last changed.
     ready: int | None = None
     ready_changed_at: float | None = None
@@ -157,7 +161,7 @@ def _parse_field(name: str, value: Any) -> Any:
         if any(n is None for n in nums):
             return _INVALID
         return tuple(n for n in nums if n is not None)
-    if name in ("rate_trend", "capacity_scale"):
+    if name in ("rate_trend", "capacity_scale", "burst_scale"):
         number = _number(value)
         return number if number is not None else _INVALID
     # every other field is an optional float

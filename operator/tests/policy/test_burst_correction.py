@@ -1,0 +1,109 @@
+"""The burst correction: a burst that breaks the SLO on a fleet held for it lowers the capacity
+the error budget's hold sizes with, once per breach, never below the modelled prefill queue's
+bound, and the correction recovers while the budget lasts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from policy.helpers import CONFIG, Run, healthy
+from tailguard.policy import Observation, decide
+
+#: Long prompts and a tight TTFT SLO: prompts queueing behind prompts bound a burst well below
+#: what the replicas finish, so the correction has room to fall.
+PROMPTY = replace(CONFIG, ttft_slo_s=0.25, tpot_slo_s=None, min_replicas=4, max_replicas=32)
+PROMPT_TOKENS = 4000.0
+
+
+def prompty(rate: float, replicas: int, **overrides: Any) -> Observation:
+    return healthy(rate, replicas, prompt_token_rate=rate * PROMPT_TOKENS, **overrides)
+
+
+def burst_breach(rate: float, replicas: int, **overrides: Any) -> Observation:
+    """Half the window's requests missed while the rate read stays within the fleet: a burst
+    shorter than the windows, read at a fraction of its height."""
+    values: dict[str, Any] = {"goodput": 0.5, "ttft_within_slo": 0.5, "p99_ttft_s": 2.0}
+    values.update(overrides)
+    return prompty(rate, replicas, **values)
+
+
+def settled_prompty(rate: float = 12.0) -> Run:
+    run = Run(config=PROMPTY, replicas=4)
+    run.hold(lambda n: prompty(rate, n), 900)
+    assert run.state.burst_scale == 1.0
+    return run
+
+
+def test_a_burst_breach_on_a_fleet_held_for_it_cuts_once_per_breach() -> None:
+    run = settled_prompty()
+    run.step(burst_breach(12.0, run.replicas))
+    assert run.state.burst_scale == pytest.approx(0.85)
+    # The windows still carry the same burst for a while: no second cut for it.
+    for _ in range(8):
+        run.step(burst_breach(12.0, run.replicas))
+    assert run.state.burst_scale == pytest.approx(0.85)
+    run.hold(lambda n: prompty(12.0, n), 300)
+    run.step(burst_breach(12.0, run.replicas))
+    assert run.state.burst_scale == pytest.approx(0.85 * 0.85)
+
+
+def test_cuts_stop_at_the_modelled_prefill_queues_bound() -> None:
+    run = settled_prompty()
+    seen = []
+    for _ in range(40):
+        run.step(burst_breach(12.0, run.replicas))
+        seen.append(run.state.burst_scale)
+        run.hold(lambda n: prompty(12.0, n), 240)
+    assert seen == sorted(seen, reverse=True)
+    # It stopped falling, and where it stopped is a real share of the capacity, not zero.
+    assert seen[-1] == seen[-2] == seen[-10]
+    assert 0.2 <= seen[-1] < 0.85
+
+
+@pytest.mark.parametrize(
+    ("case", "make"),
+    [
+        # The load read is far beyond what the ready replicas hold for: the load explains it.
+        ("load beyond the fleet", lambda n: burst_breach(400.0, n)),
+        # A few slow requests of a small window: chance at the share a cut needs.
+        ("a small window", lambda n: burst_breach(0.3, n, goodput=0.9, ttft_within_slo=0.9)),
+        # Fewer misses than five error budgets.
+        ("a mild breach", lambda n: burst_breach(12.0, n, goodput=0.97, ttft_within_slo=0.97)),
+    ],
+)
+def test_a_breach_that_is_not_a_burst_on_a_held_fleet_cuts_nothing(case: str, make: Any) -> None:
+    run = settled_prompty()
+    run.step(make(run.replicas))
+    assert run.state.burst_scale == 1.0, case
+
+
+def test_the_correction_recovers_while_the_budget_lasts() -> None:
+    run = settled_prompty()
+    run.step(burst_breach(12.0, run.replicas))
+    run.hold(lambda n: prompty(12.0, n), 300)
+    run.step(burst_breach(12.0, run.replicas))
+    cut = run.state.burst_scale
+    run.hold(lambda n: prompty(12.0, n), 2 * 3600)
+    recovered = run.state.burst_scale
+    assert cut < recovered <= 1.0, (cut, recovered)
+    run.hold(lambda n: prompty(12.0, n), 6 * 3600)
+    assert run.state.burst_scale == 1.0
+
+
+def test_the_hold_sizes_bursts_with_the_corrected_capacity() -> None:
+    config = replace(PROMPTY, budget_headroom=True, min_replicas=1)
+    run = Run(config=config, replicas=3)
+    for _ in range(6):
+        run.hold(lambda n: prompty(8.0, n), 240)
+        run.hold(lambda n: prompty(24.0, n), 60)
+    run.hold(lambda n: prompty(8.0, n), 120)
+    obs = replace(prompty(8.0, run.replicas), sample_time=run.now - 5.0, desired_replicas=run.replicas)
+    trusting, _ = decide(config, replace(run.state, burst_scale=1.0), obs, run.now)
+    wary, _ = decide(config, replace(run.state, burst_scale=0.5), obs, run.now)
+    assert "holding" in trusting.reason, trusting.reason
+    assert wary.recommended is not None
+    assert trusting.recommended is not None
+    assert wary.recommended > trusting.recommended, (wary.reason, trusting.reason)
