@@ -107,3 +107,5 @@ def test_the_hold_sizes_bursts_with_the_corrected_capacity() -> None:
     assert wary.recommended is not None
     assert trusting.recommended is not None
     assert wary.recommended > trusting.recommended, (wary.reason, trusting.reason)
+    assert "a burst met at 50% of the capacity" in wary.reason, wary.reason
+    assert "a burst met at" not in trusting.reason, trusting.reason

@@ -242,7 +242,7 @@ def size_need(
         said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"
     parts.append(said)
     if holding:
-        parts.append(_holding_sentence(hold, held_load, room, startup, floored))
+        parts.append(_holding_sentence(hold, held_load, room, startup, floored, cap.burst_scale))
     if cap.saturated:
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
@@ -250,7 +250,9 @@ def size_need(
     return Need(recommended, code, tuple(parts), sized, memory, remembered)
 
 
-def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool) -> str:
+def _holding_sentence(
+    hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool, burst_scale: float
+) -> str:
     burn = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
     what = f"p{room.quantile * 100:.4g} of the load within {startup_s:.0f} s in its history"
     if room.soft:
@@ -265,4 +267,6 @@ def _holding_sentence(hold: int | None, load: float, room: Headroom, startup_s: 
             f"{room.floor_share:.0%} of the 1% budget's hold, p{room.floor_quantile * 100:.4g} "
             f"of the load within {startup_s:.0f} s"
         )
+    if burst_scale < 0.995:
+        burn += f"; a burst met at {burst_scale:.0%} of the capacity (bursts broke the SLO on a held fleet)"
     return f"holding {hold} for {load:.1f} req/s: {what}{burn}"
