@@ -8,6 +8,7 @@ what the SLO says: cut when it broke at a steady load, recovered when it held wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tailguard.policy.arrivals import Arrivals, steady
@@ -285,7 +286,11 @@ def replica_capacity(
             recovered = min(1.0, scale * (1.0 + 0.1 * elapsed / 300.0)) if scale < 1.0 else scale
             scale = max(recovered, per / cap.rate)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
-        floor = _ttft_floor(config, model, engine, obs, replica, cap, note)
+        modelled = cap
+
+        def floor() -> float:
+            return _ttft_floor(config, model, engine, obs, replica, modelled, note)
+
         burst_scale, cut_at = _burst_correction(
             config, state, obs, load, cap.rate * scale, floor, now=now, elapsed=elapsed, broken=broken
         )
@@ -308,7 +313,7 @@ def _burst_correction(
     obs: Observation,
     load: Arrivals,
     healthy: float,
-    floor: float,
+    floor: Callable[[], float],
     *,
     now: float,
     elapsed: float,
@@ -320,10 +325,13 @@ def _burst_correction(
     on a fleet the hold thought large enough for the load measured shows the hold's capacity too
     high: the windows read a burst shorter than they are at a fraction of its height, and prompts
     queueing behind prompts hold TTFT where the throughput would not. Cut by ``_BURST_CUT``, once
-    per breach, never below ``floor`` (what the modelled prefill queue keeps within the TTFT SLO
+    per breach, never below ``floor()`` (what the modelled prefill queue keeps within the TTFT SLO
     at a steady load). It recovers while the error budget lasts: both windows under half a burn.
     """
-    scale, cut_at = min(1.0, max(floor, state.burst_scale)), state.burst_cut_at
+    scale, cut_at = min(1.0, state.burst_scale), state.burst_cut_at
+    if scale < 1.0:
+        # (the bound moves with the model: a correction never sits below where it is now)
+        scale = max(floor(), scale)
     budget = max(1e-4, 1.0 - config.goodput_target)
     memory = state.budget
     good = next((v for v in (obs.goodput, obs.ttft_within_slo) if v is not None and finite(v)), None)
@@ -337,7 +345,7 @@ def _burst_correction(
         and _lost_many(config, obs, good, _CUT_BUDGETS * budget)
         and max(load.flowed, load.burst) <= held_for
     ):
-        return max(floor, _BURST_CUT * scale), now
+        return max(floor(), _BURST_CUT * scale), now
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)
     if not broken and short is not None and long is not None and short < 0.5 and long < 0.5:
