@@ -6,7 +6,7 @@ import inspect
 
 import kopf
 
-from tailguard.handlers.lifecycle import SpecHandlers
+from tailguard.handlers.lifecycle import SlimDiffBaseStorage, SpecHandlers
 from tailguard.k8s.cluster import FakeCluster
 from tailguard.k8s.render import RenderSettings
 from tailguard.reconcile.inventory import Inventory
@@ -67,3 +67,39 @@ async def test_the_registered_watch_handlers_feed_the_inventory() -> None:
     (track,) = [h for h in registry._watching.get_all_handlers() if str(h.id) == "track_service"]
     await track.fn(event=kopf.RawEvent(type="ADDED", object=manifest()))  # type: ignore[typeddict-item]
     assert inventory.keys() == [("team-a", "chat")]
+
+
+def _watched_body() -> dict[str, object]:
+    """An InferenceService as a watch delivers it after a few writes: status, managed fields, kopf's
+    and tailguard's own annotations beside a user's."""
+    body = manifest()
+    meta = body["metadata"]
+    meta.update(
+        uid="0d6c",
+        resourceVersion="4711",
+        generation=3,
+        creationTimestamp="2026-11-27T00:00:00Z",
+        labels={"team": "a"},
+        annotations={
+            "example.com/owner": "search",
+            "tailguard.dev/last-handled-configuration": '{"spec": {}}',
+            "tailguard.dev/policy-state": '{"version": 1}',
+            "kubectl.kubernetes.io/last-applied-configuration": "{}",
+        },
+        managedFields=[{"manager": "tailguard", "operation": "Update", "fieldsV1": {"f:status": {}}}],
+    )
+    body["status"] = {"desiredReplicas": 2, "conditions": [{"type": "Ready", "status": "True"}]}
+    return body
+
+
+def test_the_slim_diff_base_builds_the_essence_kopf_builds() -> None:
+    kwargs = {"prefix": "tailguard.dev", "key": "last-handled-configuration"}
+    body = kopf.Body(_watched_body())  # type: ignore[arg-type]
+    slim = SlimDiffBaseStorage(**kwargs).build(body=body)
+    assert slim == kopf.AnnotationsDiffBaseStorage(**kwargs).build(body=body)
+    assert slim["spec"] == _watched_body()["spec"]
+    assert "status" not in slim
+    assert "managedFields" not in slim.get("metadata", {})
+    # A field outside the spec asked for by a handler is kept, as kopf keeps it.
+    with_status = SlimDiffBaseStorage(**kwargs).build(body=body, extra_fields=["status.desiredReplicas"])
+    assert with_status.get("status") == {"desiredReplicas": 2}

@@ -20,6 +20,20 @@ from tailguard.reconcile.timestamps import iso, seconds_since
         pytest.param("load 2.6 req/s", "holding 1 replica", True, id="other-words"),
         pytest.param(None, "load 2.6 req/s", True, id="nothing-before"),
         pytest.param("p99 TTFT 120.5 ms", "p99 TTFT 140.0 ms", False, id="within-a-quarter"),
+        pytest.param("p99 TTFT 10 ms", "p99 TTFT 19 ms", False, id="a-light-loads-p99-wobbles"),
+        pytest.param("p99 TTFT 10 ms", "p99 TTFT 20 ms", True, id="doubled"),
+        pytest.param(
+            "load 2.0 req/s; capacity 190.0 req/s per replica (bound by max batch: batch 218)",
+            "load 2.1 req/s; capacity 120.0 req/s per replica (bound by max batch: batch 218; prefill 6% of engine time)",
+            False,
+            id="an-aside-changes",
+        ),
+        pytest.param(
+            "load 2.0 req/s (forecast 2.6 in 90 s); holding 3",
+            "load 2.0 req/s; holding 9",
+            True,
+            id="outside-the-aside",
+        ),
     ],
 )
 def test_figures_moved(old: str | None, new: str, moved: bool) -> None:

@@ -130,6 +130,8 @@ class ServiceRecord:
     #: Its decision was put off (its previous write had not landed): when it is decided, the
     #: reading of the tick it was due at serves, if there was one.
     deferred: bool = False
+    #: ``(body, decided_at, next grid point)`` of the last "not due" (see :meth:`surely_not_due`).
+    quiet: tuple[Manifest, float, float] | None = None
 
     def spec(self, body: Manifest) -> InferenceService | None:
         """The parsed spec of ``body`` (None when invalid), parsed once per version of the body."""
@@ -159,7 +161,18 @@ class ServiceRecord:
             self.conflicted_on = None
             return True
         interval_s = isvc.spec.autoscaling.interval_seconds
-        return math.floor(now / interval_s) > math.floor(self.decided_at / interval_s)
+        next_at = (math.floor(self.decided_at / interval_s) + 1) * interval_s
+        if now < next_at:
+            # Asked again every tick until then: remember the answer for this body and decision.
+            self.quiet = (body, self.decided_at, next_at)
+            return False
+        return True
+
+    def surely_not_due(self, body: Manifest, now: float) -> bool:
+        """Whether :meth:`due` said no for this very body and decision, and its next grid point is
+        still ahead: checked for every service at every tick, so without parsing anything."""
+        quiet = self.quiet
+        return quiet is not None and quiet[0] is body and quiet[1] == self.decided_at and now < quiet[2]
 
 
 @dataclass(frozen=True)
@@ -254,7 +267,7 @@ class ControlLoop:
             record = self._records.get(key)
             if record is None:
                 record = self._records[key] = ServiceRecord(resynced_at=now)
-            if record.due(body, now):
+            if not record.surely_not_due(body, now) and record.due(body, now):
                 if self._must_wait(key):
                     record.deferred = True
                     report.deferred += 1

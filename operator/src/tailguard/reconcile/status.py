@@ -21,12 +21,15 @@ from tailguard.reconcile.sizing import RunningSize
 from tailguard.reconcile.timestamps import iso
 from tailguard.reconcile.workload import Workload
 
-#: A figure quoted in a message moves materially when it changes by more than this share of itself...
-MATERIAL_SHARE = 0.25
+#: A figure quoted in a message moves materially when it changes by at least this share of the
+#: larger reading (half: by a factor of two; smaller moves wait for the once-a-minute refresh)...
+MATERIAL_SHARE = 0.5
 #: ...and by more than this much (so that 0.1 → 0.2 req/s, or 12.3 → 12.9 ms, is not news).
 MATERIAL_ABSOLUTE = 0.5
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+#: A parenthesised aside (what bounds the capacity, a forecast): detail the refresh carries.
+_ASIDE = re.compile(r"\([^()]*\)")
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,9 @@ def observed_status(figures: ServiceFigures, *, now: float) -> dict[str, Any]:
 
 
 def _words_and_figures(message: str) -> tuple[str, tuple[float, ...]]:
-    """A message with its figures blanked out, and the figures."""
-    return _NUMBER.sub("#", message), tuple(float(f) for f in _NUMBER.findall(message))
+    """A message without its asides, its figures blanked out, and the figures."""
+    plain = _ASIDE.sub("()", message)
+    return _NUMBER.sub("#", plain), tuple(float(f) for f in _NUMBER.findall(plain))
 
 
 #: The same for a message a status holds: compared with a new one at every decision until it is
@@ -103,10 +107,14 @@ _held_words_and_figures = lru_cache(maxsize=16384)(_words_and_figures)
 
 def figures_moved(old: str | None, new: str) -> bool:
     """Whether ``new`` says something ``old`` does not: other words, or a figure that moved
-    materially (by more than :data:`MATERIAL_SHARE` of itself and :data:`MATERIAL_ABSOLUTE`).
+    materially (by at least :data:`MATERIAL_SHARE` of the larger reading and more than
+    :data:`MATERIAL_ABSOLUTE`). Parenthesised asides do not count: what bounds the capacity or a
+    forecast is detail, and the refresh a minute later carries it.
 
     A message such as "load 2.6 req/s" is worth rewriting when the load is 10 req/s, not when it
-    is 2.7: rewriting it at every wobble would write status every cycle.
+    is 2.7: rewriting it at every wobble would write status every cycle. At a light load a p99
+    from a handful of requests wobbles by half from one window to the next, and the capacity's
+    aside ("prefill 5% of engine time") comes and goes with it.
     """
     if old is None:
         return True
@@ -118,7 +126,7 @@ def figures_moved(old: str | None, new: str) -> bool:
         return True
     for a, b in zip(old_figures, new_figures, strict=True):
         change = abs(a - b)
-        if change > MATERIAL_ABSOLUTE and change > MATERIAL_SHARE * max(abs(a), abs(b)):
+        if change > MATERIAL_ABSOLUTE and change >= MATERIAL_SHARE * max(abs(a), abs(b)):
             return True
     return False
 

@@ -14,8 +14,12 @@ Clock = Callable[[], float]
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
+@functools.lru_cache(maxsize=64)
 def iso(ts: float) -> str:
-    """A Unix time as RFC 3339 (UTC, whole seconds), as status and conditions carry it."""
+    """A Unix time as RFC 3339 (UTC, whole seconds), as status and conditions carry it.
+
+    Cached: every service decided in a cycle stamps its conditions and observed block with the
+    cycle's one ``now`` (``strftime`` is slow)."""
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime(_FORMAT)
 
 
