@@ -86,7 +86,12 @@ class FleetServer:
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The scraper gave up waiting (a busy machine, Prometheus's scrape timeout): it
+                    # reads the next scrape; a traceback per hang-up only buries the log.
+                    log.debug("%s hung up before %s was answered", self.client_address, self.path)
 
             def do_GET(self) -> None:
                 parts = self.path.strip("/").split("/")
