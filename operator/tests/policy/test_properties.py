@@ -140,3 +140,12 @@ def test_a_restart_from_the_annotation_decides_as_the_running_operator_would(
 def test_state_survives_its_annotation(config: PolicyConfig, state: PolicyState, obs: Observation) -> None:
     _, after = decide(config, state, obs, NOW)
     assert PolicyState.from_json(after.to_json()) == after
+
+
+@given(configs(), states(), observations(), st.floats(0.2, 1.0))
+def test_the_burst_correction_stays_within_its_bounds_and_falls_one_cut_at_a_time(
+    config: PolicyConfig, state: PolicyState, obs: Observation, scale: float
+) -> None:
+    _, new = decide(config, replace(state, burst_scale=scale), obs, NOW)
+    assert 0.2 <= new.burst_scale <= 1.0
+    assert new.burst_scale >= 0.85 * scale - 1e-12
