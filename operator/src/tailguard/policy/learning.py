@@ -26,7 +26,7 @@ from tailguard.policy.capacity import (
     update_fit,
     update_prefill_fit,
 )
-from tailguard.policy.observed import ReplicaFigures, finite, poisson_tail, window_misses
+from tailguard.policy.observed import ReplicaFigures, finite, good_share, poisson_tail, window_misses
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
 
@@ -332,9 +332,9 @@ def _burst_correction(
     if scale < 1.0:
         # (the bound moves with the model: a correction never sits below where it is now)
         scale = max(floor(), scale)
-    budget = max(1e-4, 1.0 - config.goodput_target)
+    budget = config.error_budget
     memory = state.budget
-    good = next((v for v in (obs.goodput, obs.ttft_within_slo) if v is not None and finite(v)), None)
+    good = good_share(obs)
     # One cut per breach: none while the windows still carry the burst that made the last one.
     may_cut = cut_at is None or now - cut_at >= 2.0 * config.rate_window_s
     held_for = obs.ready_replicas * healthy * scale

@@ -23,7 +23,7 @@ from tailguard.policy.budget import (
     soften,
 )
 from tailguard.policy.learning import ReplicaCapacity
-from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, finite, fmt_ms, slo_held
+from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, finite, fmt_ms, good_share, slo_held
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig, Reason
 
@@ -74,7 +74,7 @@ def overspending(config: PolicyConfig, state: PolicyState) -> bool:
     """The error budget burned faster than it accrues over the short window, as of the last
     decision (unknown with too few requests: not overspending)."""
     memory = state.budget
-    burn = burn_rate(memory.good_short, memory.all_short, max(1e-4, 1.0 - config.goodput_target))
+    burn = burn_rate(memory.good_short, memory.all_short, config.error_budget)
     return burn is not None and burn > 1.0
 
 
@@ -85,14 +85,6 @@ def missing_beyond_p99(state: PolicyState) -> bool:
     memory = state.budget
     burn = burn_rate(memory.good_short, memory.all_short, P99_ALLOWED)
     return burn is not None and burn > 1.0
-
-
-def _good_share(obs: Observation) -> float | None:
-    """The share of the window's requests that met every SLO (goodput, else the TTFT share)."""
-    for value in (obs.goodput, obs.ttft_within_slo):
-        if value is not None and math.isfinite(value):
-            return value
-    return None
 
 
 def _learn_budget(
@@ -106,14 +98,14 @@ def _learn_budget(
     idle: bool,
 ) -> tuple[BudgetMemory, Headroom, float]:
     """Fold this window into the error budget's memory; the headroom it allows and the horizon."""
-    budget = max(1e-4, 1.0 - config.goodput_target)
+    budget = config.error_budget
     startup = startup_horizon(config, obs)
     # The measured load is the rate window's mean, half a window behind the arrivals: a jump shows
     # in full only that much later, so the history looks that much further ahead.
     memory = record_load(
         state.budget, now, 0.0 if idle else load, elapsed, startup + 0.5 * config.rate_window_s
     )
-    good_now = _good_share(obs)
+    good_now = good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
     missing_now = good_now is not None and good_now < config.goodput_target
     # The fleet is the policy's own when no larger than the most it asked for within its scale-down
@@ -166,7 +158,7 @@ def size_need(
     if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
         curve = cap.modelled.misses if cap.modelled is not None else None
         if curve is not None:
-            room = soften(room, memory, max(1e-4, 1.0 - config.goodput_target), curve.share)
+            room = soften(room, memory, config.error_budget, curve.share)
         held_load, floored = room.held(seen)
         hold = ceil_replicas(held_load / (cap.burst or healthy))
     parts: list[str] = []
@@ -253,7 +245,7 @@ def size_need(
 def _holding_sentence(
     hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool, burst_scale: float
 ) -> str:
-    burn = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
+    after = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
     what = f"p{room.quantile * 100:.4g} of the load within {startup_s:.0f} s in its history"
     if room.soft:
         what = (
@@ -268,5 +260,5 @@ def _holding_sentence(
             f"of the load within {startup_s:.0f} s"
         )
     if burst_scale < 0.995:
-        burn += f"; a burst met at {burst_scale:.0%} of the capacity (bursts broke the SLO on a held fleet)"
-    return f"holding {hold} for {load:.1f} req/s: {what}{burn}"
+        after += f"; a burst met at {burst_scale:.0%} of the capacity (bursts broke the SLO on a held fleet)"
+    return f"holding {hold} for {load:.1f} req/s: {what}{after}"

@@ -73,6 +73,14 @@ BREACH_SIGNIFICANCE = 0.05
 P99_ALLOWED = 0.01
 
 
+def good_share(obs: Observation) -> float | None:
+    """The share of the window's requests that met every SLO (goodput, else the TTFT share)."""
+    for value in (obs.goodput, obs.ttft_within_slo):
+        if value is not None and math.isfinite(value):
+            return value
+    return None
+
+
 def poisson_tail(k: int, mean: float) -> float:
     """P(X ≥ k) for X ~ Poisson(``mean``): exact for small means, normal (continuity-corrected)
     beyond."""

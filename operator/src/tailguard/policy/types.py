@@ -63,6 +63,11 @@ class PolicyConfig:
     #: (``Limit.SCHEDULE``), never above ``max_replicas``. ``decide`` reads them at ``now``.
     schedules: tuple[ScheduleWindow, ...] = ()
 
+    @property
+    def error_budget(self) -> float:
+        """The share of requests allowed to miss, ``1 − goodput_target`` (at least 1e-4)."""
+        return max(1e-4, 1.0 - self.goodput_target)
+
 
 @dataclass(frozen=True)
 class EngineFigures:
