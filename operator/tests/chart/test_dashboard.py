@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from tailguard.contract.vllm import ENGINE_LABEL, MODEL_NAME_LABEL, SERVICE_LABEL, VllmMetric
 from tailguard.metrics.promql import QueryScope, all_queries
+from tailguard.reconcile.service_series import SERVICE_GAUGES, SERVICE_LABELS
 from tailguard.reconcile.telemetry import Telemetry
 
 from .chart_files import DASHBOARD
@@ -39,10 +39,9 @@ VLLM_HISTOGRAMS = {
 
 def _operator_series() -> dict[str, set[str]]:
     """Every series name the operator exposes, with the labels it carries."""
-    registry = CollectorRegistry()
-    Telemetry(registry)
-    series: dict[str, set[str]] = {}
-    for collector in list(registry._collector_to_names):  # the one way to list label names
+    telemetry = Telemetry()
+    series: dict[str, set[str]] = {name: set(SERVICE_LABELS) for _, name, _ in SERVICE_GAUGES}
+    for collector in list(telemetry.loop_registry._collector_to_names):  # the one way to list label names
         labels = set(getattr(collector, "_labelnames", ()))
         for family in collector.describe():
             suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}[

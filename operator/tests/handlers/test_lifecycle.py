@@ -6,6 +6,7 @@ import inspect
 
 import kopf
 
+from tailguard.api import GROUP, PLURAL, VERSION
 from tailguard.handlers.lifecycle import SlimDiffBaseStorage, SpecHandlers
 from tailguard.k8s.cluster import FakeCluster
 from tailguard.k8s.render import RenderSettings
@@ -92,6 +93,13 @@ def _watched_body() -> dict[str, object]:
     return body
 
 
+class _Uncopyable:
+    """A status entry that fails the test if anything deep-copies it."""
+
+    def __deepcopy__(self, memo: object) -> _Uncopyable:
+        raise AssertionError("the status was deep-copied to build the diff base")
+
+
 def test_the_slim_diff_base_builds_the_essence_kopf_builds() -> None:
     kwargs = {"prefix": "tailguard.dev", "key": "last-handled-configuration"}
     body = kopf.Body(_watched_body())  # type: ignore[arg-type]
@@ -100,6 +108,23 @@ def test_the_slim_diff_base_builds_the_essence_kopf_builds() -> None:
     assert slim["spec"] == _watched_body()["spec"]
     assert "status" not in slim
     assert "managedFields" not in slim.get("metadata", {})
+    # The registry's handlers ask for their fields (the spec handler: "spec"); the essence is kopf's,
+    # and nothing outside it is copied on the way.
+    fields = (
+        _handlers(FakeCluster(), Inventory())
+        .registry()
+        ._changing.get_extra_fields(resource=kopf.Resource(GROUP, VERSION, PLURAL))
+    )
+    assert fields, "the spec handler watches a field: the slim path must take it"
+    expected = kopf.AnnotationsDiffBaseStorage(**kwargs).build(body=body, extra_fields=fields)
+    assert SlimDiffBaseStorage(**kwargs).build(body=body, extra_fields=fields) == expected
+    uncopyable = _watched_body()
+    uncopyable["status"] = {"conditions": [_Uncopyable()]}
+    slim_of_uncopyable = SlimDiffBaseStorage(**kwargs).build(
+        body=kopf.Body(uncopyable),
+        extra_fields=fields,  # type: ignore[arg-type]
+    )
+    assert slim_of_uncopyable == expected
     # A field outside the spec asked for by a handler is kept, as kopf keeps it.
     with_status = SlimDiffBaseStorage(**kwargs).build(body=body, extra_fields=["status.desiredReplicas"])
     assert with_status.get("status") == {"desiredReplicas": 2}

@@ -27,14 +27,16 @@ class SlimDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     write of the control loop comes back through the watch, so that copy of the status and of the
     managed fields was made about once a minute per service for nothing. Here kopf builds the
     metadata's part from the metadata it keeps, and the spec is copied through JSON (the object came
-    as JSON; ``copy.deepcopy`` of it cost as much again). The essence is the same.
+    as JSON; ``copy.deepcopy`` of it cost as much again). The essence is the same. The spec
+    handler's own ``field="spec"`` asks for nothing the essence lacks; a field outside the spec
+    (a status field, say) takes kopf's own way.
     """
 
     def build(
         self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
     ) -> kopf.BodyEssence:
         fields = list(extra_fields or ())
-        if fields:
+        if any(_field_path(field)[:1] != ("spec",) for field in fields):
             return super().build(body=body, extra_fields=fields)  # a field outside spec: keep all
         meta = body.get("metadata") or {}
         kept = {"metadata": {key: meta[key] for key in _ESSENTIAL_METADATA if key in meta}}
@@ -43,6 +45,13 @@ class SlimDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         if rest:
             cast(dict[str, Any], essence).update(orjson.loads(orjson.dumps(rest)))
         return essence
+
+
+def _field_path(field: kopf.FieldSpec) -> tuple[str, ...]:
+    """A kopf field spec ("spec.replicas", or its parts) as a tuple of its parts."""
+    if field is None:
+        return ()
+    return tuple(field.split(".")) if isinstance(field, str) else tuple(field)
 
 
 #: What kopf keeps of the metadata in an essence, or reads to name its storage keys.

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 
 import kopf
-from prometheus_client import start_http_server
 
 from tailguard.handlers.lifecycle import SpecHandlers
+from tailguard.handlers.metrics_server import serve_metrics
 from tailguard.handlers.settings import OperatorSettings
 from tailguard.k8s.cluster import KubernetesCluster, object_reference
 from tailguard.k8s.labels import FIELD_MANAGER
@@ -55,7 +55,7 @@ async def run_async(settings: OperatorSettings, *, stop: asyncio.Event | None = 
     handlers = SpecHandlers(cluster=cluster, inventory=inventory, clock=time.time, render=settings.render)
     telemetry = Telemetry()
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr=settings.listen_address, registry=telemetry.registry)
+        serve_metrics(telemetry, settings.metrics_port, settings.listen_address)
     namespaces = list(settings.namespaces)
     prometheus = HttpPrometheus(settings.prometheus)
 

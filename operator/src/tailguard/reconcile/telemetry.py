@@ -5,42 +5,52 @@ Names are a contract with the Grafana dashboard and the docs; change them delibe
 
 from __future__ import annotations
 
-import contextlib
 import math
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
 
 from tailguard import policy
 from tailguard.metrics.figures import ServiceFigures
+from tailguard.reconcile.service_series import SERVICE_LABELS, ServiceSeries
 from tailguard.reconcile.workload import Workload
 
-SERVICE_LABELS = ("namespace", "inference_service")
 _LOOP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 #: A refresh may wait out a backlog of more urgent writes for a minute or more.
 _WRITE_BUCKETS = (*_LOOP_BUCKETS, 60.0, 120.0, 300.0)
 
-#: The per-service gauges: attribute, metric name, help.
-SERVICE_GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("desired_replicas", "tailguard_desired_replicas", "Replicas the autoscaler wants."),
-    ("ready_replicas", "tailguard_ready_replicas", "Replicas ready to serve."),
-    ("starting_replicas", "tailguard_starting_replicas", "Replicas scheduled but not ready yet."),
-    ("pending_replicas", "tailguard_pending_replicas", "Replicas that cannot be scheduled (no free GPU)."),
-    ("max_num_seqs", "tailguard_max_num_seqs", "Max batch (--max-num-seqs) in force."),
-    ("p99_ttft", "tailguard_p99_ttft_seconds", "Observed p99 time to first token."),
-    ("slo_ttft", "tailguard_slo_ttft_seconds", "Declared p99 TTFT objective."),
-    ("p99_tpot", "tailguard_p99_tpot_seconds", "Observed p99 time per output token."),
-    ("slo_tpot", "tailguard_slo_tpot_seconds", "Declared p99 TPOT objective."),
-    ("goodput", "tailguard_goodput_ratio", "Estimated fraction of requests meeting every SLO."),
-    ("goodput_target", "tailguard_goodput_target_ratio", "Declared goodput target."),
-)
+
+_TEXT = "text/plain;"
+_OPENMETRICS_1 = "application/openmetrics-text; version=1.0.0;"
+_EOF = b"# EOF\n"
+
+
+class _Forward:
+    """A registry seen as one collector of another (no names described: its own are checked)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        return self._registry.collect()
 
 
 class Telemetry:
-    """All operator metrics, in one registry (a fresh one per test)."""
+    """All operator metrics: the loop's own in :attr:`loop_registry`, every service's gauges in
+    :attr:`series`, and both in :attr:`registry` (a fresh one per test)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
+    def __init__(self) -> None:
+        self.loop_registry = CollectorRegistry()
+        self.series = ServiceSeries()
+        self.registry = CollectorRegistry()
+        self.registry.register(_Forward(self.loop_registry))
+        self.registry.register(self.series)
+        r = self.loop_registry
         self.decisions = Counter(
             "tailguard_decisions",
             "Autoscaling decisions, by reason code and whether they changed anything.",
@@ -109,18 +119,9 @@ class Telemetry:
         self.services = Gauge(
             "tailguard_inference_services", "InferenceServices the loop manages.", registry=r
         )
-        self.service_gauges = {
-            attribute: Gauge(name, text, SERVICE_LABELS, registry=r)
-            for attribute, name, text in SERVICE_GAUGES
-        }
-        # Each service's series, looked up once: ``labels()`` validates and locks at every call,
-        # a dozen calls per decision. Created on first use, as ``labels()`` would create them.
-        self._series: dict[tuple[str, str], dict[str, Gauge]] = {}
+        # Each service's decision counters, looked up once: ``labels()`` validates and locks at
+        # every call. Created on first use, as ``labels()`` would create them.
         self._decision_series: dict[tuple[str, str], dict[tuple[str, str], Counter]] = {}
-
-    def gauge(self, attribute: str) -> Gauge:
-        """One per-service gauge by its attribute name in :data:`SERVICE_GAUGES`."""
-        return self.service_gauges[attribute]
 
     def record_step(
         self,
@@ -152,19 +153,29 @@ class Telemetry:
             "goodput": figures.goodput,
             "goodput_target": config.goodput_target,
         }
-        series = self._series.setdefault(key, {})
-        for attribute, value in values.items():
-            if value is None and attribute == "slo_tpot":
-                continue  # no TPOT objective declared: no series
-            gauge = series.get(attribute)
-            if gauge is None:
-                gauge = series[attribute] = self.service_gauges[attribute].labels(*key)
-            gauge.set(value if value is not None else math.nan)
+        self.series.set(
+            key,
+            {
+                attribute: value if value is not None else math.nan  # unmeasured: NaN, not the last
+                for attribute, value in values.items()
+                if value is not None or attribute != "slo_tpot"  # no TPOT objective: no series
+            },
+        )
+
+    def exposition(self, accept: str | None) -> tuple[bytes, str]:
+        """Every metric as the text a scrape with this ``Accept`` header asks for, and its content
+        type: the loop's metrics through prometheus_client, every service's gauges written
+        directly (:meth:`ServiceSeries.render`). A format other than the Prometheus text format and
+        OpenMetrics 1.0 goes all the way through prometheus_client."""
+        encoder, content_type = choose_encoder(accept or "")
+        if content_type.startswith(_TEXT):
+            return encoder(self.loop_registry) + self.series.render(), content_type
+        if content_type.startswith(_OPENMETRICS_1) and (text := encoder(self.loop_registry)).endswith(_EOF):
+            return text[: -len(_EOF)] + self.series.render() + _EOF, content_type
+        return encoder(self.registry), content_type
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted service's series so dashboards do not show ghosts."""
-        self._series.pop((namespace, name), None)
-        self._decision_series.pop((namespace, name), None)
-        for gauge in self.service_gauges.values():
-            with contextlib.suppress(KeyError):
-                gauge.remove(namespace, name)
+        self.series.forget((namespace, name))
+        for reason, action in self._decision_series.pop((namespace, name), {}):
+            self.decisions.remove(namespace, name, reason, action)

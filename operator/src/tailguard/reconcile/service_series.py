@@ -1,0 +1,101 @@
+"""Every service's gauges, held as plain values and written straight to the exposition text.
+
+At 500 services the per-service gauges are thousands of samples; prometheus_client formats each
+one through a generic path (label validation and escaping, a sample object per value) at every
+scrape, which took a tenth of the operator's CPU. Here each service's labels are escaped once and a
+scrape writes one line per value. :class:`ServiceSeries` is also an ordinary collector, so a
+registry holding it answers ``get_sample_value`` and prometheus_client's own exposition as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import cast
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+from tailguard.metrics.results import ServiceKey
+
+SERVICE_LABELS = ("namespace", "inference_service")
+
+#: The per-service gauges: attribute, metric name, help.
+SERVICE_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("desired_replicas", "tailguard_desired_replicas", "Replicas the autoscaler wants."),
+    ("ready_replicas", "tailguard_ready_replicas", "Replicas ready to serve."),
+    ("starting_replicas", "tailguard_starting_replicas", "Replicas scheduled but not ready yet."),
+    ("pending_replicas", "tailguard_pending_replicas", "Replicas that cannot be scheduled (no free GPU)."),
+    ("max_num_seqs", "tailguard_max_num_seqs", "Max batch (--max-num-seqs) in force."),
+    ("p99_ttft", "tailguard_p99_ttft_seconds", "Observed p99 time to first token."),
+    ("slo_ttft", "tailguard_slo_ttft_seconds", "Declared p99 TTFT objective."),
+    ("p99_tpot", "tailguard_p99_tpot_seconds", "Observed p99 time per output token."),
+    ("slo_tpot", "tailguard_slo_tpot_seconds", "Declared p99 TPOT objective."),
+    ("goodput", "tailguard_goodput_ratio", "Estimated fraction of requests meeting every SLO."),
+    ("goodput_target", "tailguard_goodput_target_ratio", "Declared goodput target."),
+)
+
+#: A value as prometheus_client writes it (Go's float format: "+Inf", "NaN", "1e+06").
+_go_float = cast(Callable[[float], str], floatToGoString)
+
+
+def _label_value(value: str) -> str:
+    """A label value as the text formats write it (backslash, quote and newline escaped)."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+class ServiceSeries:
+    """The gauges of :data:`SERVICE_GAUGES` for every service, by service key.
+
+    Written from the control loop's thread and read from the metrics server's: a service's values
+    are replaced as a whole, never changed in place, and a scrape works on a snapshot.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[ServiceKey, Mapping[str, float]] = {}
+        self._labels: dict[ServiceKey, str] = {}
+
+    def set(self, key: ServiceKey, values: Mapping[str, float]) -> None:
+        """Replace one service's values (attribute → value; an attribute left out has no series)."""
+        if key not in self._labels:
+            namespace, name = key
+            self._labels[key] = (
+                f'{{namespace="{_label_value(namespace)}",inference_service="{_label_value(name)}"}}'
+            )
+        self._values[key] = dict(values)
+
+    def get(self, key: ServiceKey) -> Mapping[str, float] | None:
+        """One service's values, as last set (None: none)."""
+        return self._values.get(key)
+
+    def forget(self, key: ServiceKey) -> None:
+        """Drop a service's series."""
+        self._values.pop(key, None)
+        self._labels.pop(key, None)
+
+    def describe(self) -> Iterable[Metric]:
+        """The families without samples: the registry checks their names against its others'."""
+        return [GaugeMetricFamily(name, text) for _, name, text in SERVICE_GAUGES]
+
+    def collect(self) -> Iterable[Metric]:
+        """The families with every service's samples, for prometheus_client's own exposition."""
+        snapshot = list(self._values.items())
+        for attribute, name, text in SERVICE_GAUGES:
+            family = GaugeMetricFamily(name, text, labels=SERVICE_LABELS)
+            for key, values in snapshot:
+                value = values.get(attribute)
+                if value is not None:
+                    family.add_metric(list(key), value)
+            yield family
+
+    def render(self) -> bytes:
+        """The families as exposition text: the same lines in the Prometheus text format and in
+        OpenMetrics (a gauge's sample line is written alike in both)."""
+        snapshot = [(self._labels.get(key), values) for key, values in list(self._values.items())]
+        lines: list[str] = []
+        for attribute, name, text in SERVICE_GAUGES:
+            lines.append(f"# HELP {name} {text}\n# TYPE {name} gauge\n")
+            for labels, values in snapshot:
+                value = values.get(attribute)
+                if value is not None and labels is not None:
+                    lines.append(f"{name}{labels} {_go_float(value)}\n")
+        return "".join(lines).encode()

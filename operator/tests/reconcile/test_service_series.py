@@ -1,0 +1,90 @@
+"""Every service's gauges, written directly: the same samples prometheus_client's exposition gives,
+in the Prometheus text format and in OpenMetrics, for any Accept header a scraper sends."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+from prometheus_client.parser import text_string_to_metric_families as parse_text
+
+from tailguard import policy
+from tailguard.metrics.figures import ServiceFigures
+from tailguard.reconcile.service_series import SERVICE_GAUGES, ServiceSeries
+from tailguard.reconcile.telemetry import Telemetry
+from tailguard.reconcile.workload import Workload
+
+Sample = tuple[str, tuple[tuple[str, str], ...], str]
+
+ACCEPT_HEADERS = {
+    "none": None,
+    "text-0.0.4": "text/plain;version=0.0.4",
+    "text-1.0.0": "text/plain;version=1.0.0;escaping=allow-utf-8",
+    "prometheus-2": "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;"
+    "version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+    "prometheus-3": "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
+    "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,*/*;q=0.1",
+}
+
+
+def _samples(text: bytes, content_type: str) -> set[Sample]:
+    """Every sample of an exposition, values as text (NaN compares equal to itself so)."""
+    parse = parse_openmetrics if content_type.startswith("application/openmetrics-text") else parse_text
+    return {
+        (s.name, tuple(sorted(s.labels.items())), repr(float(s.value)))
+        for family in parse(text.decode())
+        for s in family.samples
+    }
+
+
+def _telemetry() -> Telemetry:
+    """Three services in the states a scrape meets: measured, unmeasured (NaN), odd label values."""
+    telemetry = Telemetry()
+    steps = [
+        (("team-a", "chat"), 3, 0.31, 0.05),
+        (("team-b", "code"), 1, None, None),
+        (("we\\ird", 'na"me\n'), 2_000_000, math.inf, 0.1),
+    ]
+    for key, replicas, p99, tpot_slo in steps:
+        telemetry.record_step(
+            key,
+            decision=policy.Decision(replicas, 64, True, policy.Reason.STEADY, "steady"),
+            applied=False,
+            workload=Workload(replicas=replicas, ready=replicas),
+            figures=ServiceFigures(p99_ttft_s=p99, goodput=0.995),
+            config=policy.PolicyConfig(tpot_slo_s=tpot_slo),
+        )
+    return telemetry
+
+
+@pytest.mark.parametrize("accept", ACCEPT_HEADERS.values(), ids=ACCEPT_HEADERS.keys())
+def test_the_direct_exposition_has_the_samples_prometheus_client_writes(accept: str | None) -> None:
+    telemetry = _telemetry()
+    encoder, expected_type = choose_encoder(accept or "")
+    text, content_type = telemetry.exposition(accept)
+    assert content_type == expected_type
+    expected = _samples(encoder(telemetry.registry), content_type)
+    got = _samples(text, content_type)
+    assert got == expected, f"missing: {sorted(expected - got)[:3]}; extra: {sorted(got - expected)[:3]}"
+    names = {name for name, _, _ in got}
+    assert {name for _, name, _ in SERVICE_GAUGES} <= names, "every service gauge is in the text"
+    assert "tailguard_api_writes_total" in names, "and the loop's own metrics"
+
+
+def test_a_forgotten_service_has_no_line_left() -> None:
+    telemetry = _telemetry()
+    telemetry.forget("team-a", "chat")
+    text, _ = telemetry.exposition(None)
+    assert b"team-a" not in text, "neither a gauge nor a decision counter of a deleted service"
+    assert b"team-b" in text
+
+
+def test_a_service_without_a_value_has_no_sample_of_it() -> None:
+    series = ServiceSeries()
+    series.set(("ns", "svc"), {"desired_replicas": 2.0})
+    text = series.render().decode()
+    assert 'tailguard_desired_replicas{namespace="ns",inference_service="svc"} 2.0\n' in text
+    assert "tailguard_ready_replicas{" not in text
+    assert "# TYPE tailguard_ready_replicas gauge" in text, "the family is described even so"
