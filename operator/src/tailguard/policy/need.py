@@ -70,6 +70,12 @@ def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
     return config.startup_s
 
 
+def window_filling(config: PolicyConfig, state: PolicyState, now: float) -> bool:
+    """Less than one rate window since the policy started watching (a new service, or state lost):
+    the load it reads may still be the window filling up, not the load."""
+    return state.started_at is not None and now - state.started_at < config.rate_window_s
+
+
 def overspending(config: PolicyConfig, state: PolicyState) -> bool:
     """The error budget burned faster than it accrues over the short window, as of the last
     decision (unknown with too few requests: not overspending)."""
@@ -101,10 +107,13 @@ def _learn_budget(
     budget = config.error_budget
     startup = startup_horizon(config, obs)
     # The measured load is the rate window's mean, half a window behind the arrivals: a jump shows
-    # in full only that much later, so the history looks that much further ahead.
-    memory = record_load(
-        state.budget, now, 0.0 if idle else load, elapsed, startup + 0.5 * config.rate_window_s
-    )
+    # in full only that much later, so the history looks that much further ahead. Until the policy
+    # has watched one full window, the window still fills up: its readings climb to the load
+    # (a tenth of it, then a fifth...), and each would enter the history as a jump of ten.
+    memory = state.budget
+    if not window_filling(config, state, now):
+        horizon = startup + 0.5 * config.rate_window_s
+        memory = record_load(memory, now, 0.0 if idle else load, elapsed, horizon)
     good_now = good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
     missing_now = good_now is not None and good_now < config.goodput_target
