@@ -117,7 +117,14 @@ class PrometheusGate:
             def do_POST(self) -> None:
                 self._forward("POST")
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            # The operator sends a reading's queries at once (17 of them): with socketserver's
+            # default backlog of 5 some connections were dropped, the reading failed, and the
+            # decisions waited for the next (the step scenario then missed its deadline).
+            request_queue_size = 64
+            daemon_threads = True
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
