@@ -218,6 +218,48 @@ async def test_http_reader_unreachable() -> None:
     await reader.aclose()
 
 
+async def test_http_reader_tries_a_dropped_connection_once_more() -> None:
+    # A proxy with a short listen backlog drops some of a reading's concurrent connections; one
+    # lost query failed the whole reading (the e2e gate did so with 17 queries at once).
+    calls: list[str] = []
+
+    def drop_first(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if len(calls) == 1:
+            raise httpx.ReadError("connection reset", request=request)
+        return httpx.Response(
+            200, json={"status": "success", "data": {"resultType": "vector", "result": [_series("3")]}}
+        )
+
+    reader = HttpPrometheus(PrometheusSettings(url="http://prom"), transport=httpx.MockTransport(drop_first))
+    assert await reader.query("up") == [_series("3")]
+    assert len(calls) == 2
+    await reader.aclose()
+
+
+async def test_http_reader_gives_up_after_a_second_drop_and_never_retries_a_timeout() -> None:
+    calls: list[str] = []
+
+    def always(error: type[httpx.TransportError]) -> httpx.MockTransport:
+        def handler(request: httpx.Request) -> httpx.Response:
+            calls.append(request.url.path)
+            raise error("no", request=request)
+
+        return httpx.MockTransport(handler)
+
+    reader = HttpPrometheus(PrometheusSettings(url="http://prom"), transport=always(httpx.ReadError))
+    with pytest.raises(QueryError, match="unreachable: ReadError"):
+        await reader.query("up")
+    assert len(calls) == 2, "tried twice, not more"
+    await reader.aclose()
+    calls.clear()
+    reader = HttpPrometheus(PrometheusSettings(url="http://prom"), transport=always(httpx.ReadTimeout))
+    with pytest.raises(QueryError, match="did not answer within"):
+        await reader.query("up")
+    assert len(calls) == 1, "a slow Prometheus is not asked twice"
+    await reader.aclose()
+
+
 async def test_http_reader_says_a_slow_answer_is_a_timeout_not_an_outage() -> None:
     def too_slow(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("timed out", request=request)

@@ -68,14 +68,7 @@ class HttpPrometheus:
         params: dict[str, str] = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        try:
-            response = await self._client.post("/api/v1/query", data=params)
-        except httpx.TimeoutException:
-            raise QueryError(
-                f"Prometheus did not answer within {self._timeout_s:g} s (--prometheus-timeout)"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise QueryError(f"Prometheus unreachable: {type(exc).__name__}: {exc}") from exc
+        response = await self._post(params)
         try:
             # orjson: a cycle decodes every service's series, and the standard library's decoder
             # was about a tenth of the operator's CPU at 500 services.
@@ -91,6 +84,22 @@ class HttpPrometheus:
             raise QueryError(f"expected a vector, got {data.get('resultType')!r}")
         result: Vector = data.get("result") or []
         return result
+
+    async def _post(self, params: dict[str, str]) -> httpx.Response:
+        """POST one query; a connection dropped before the answer (a proxy's full backlog, a pooled
+        connection the server closed) is tried once more at once: a query only reads, and one
+        lost connection would otherwise fail the whole reading and put every due decision off."""
+        try:
+            try:
+                return await self._client.post("/api/v1/query", data=params)
+            except (httpx.NetworkError, httpx.RemoteProtocolError):
+                return await self._client.post("/api/v1/query", data=params)
+        except httpx.TimeoutException:
+            raise QueryError(
+                f"Prometheus did not answer within {self._timeout_s:g} s (--prometheus-timeout)"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise QueryError(f"Prometheus unreachable: {type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
         """Close the connection pool."""
