@@ -9,11 +9,9 @@ import pytest
 
 from cluster.prometheus import Prometheus
 from lib.wait import wait_for
-from tailguard import policy
 from tailguard.handlers.metrics_server import serve_metrics
-from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.telemetry import Telemetry
-from tailguard.reconcile.workload import Workload
+from tg_testing import record_step
 
 pytestmark = pytest.mark.integration
 
@@ -26,14 +24,10 @@ def _value(prometheus: Prometheus, expr: str) -> float:
 
 def test_prometheus_stores_what_the_operator_serves(prometheus: Prometheus) -> None:
     telemetry = Telemetry()
-    telemetry.record_step(
-        ("team-a", "chat"),
-        decision=policy.Decision(3, 64, True, policy.Reason.STEADY, "steady"),
-        applied=True,
-        workload=Workload(replicas=3, ready=2),
-        figures=ServiceFigures(p99_ttft_s=0.25, goodput=0.995),
-        config=policy.PolicyConfig(tpot_slo_s=0.05),
-    )
+    record_step(
+        telemetry, ("team-a", "chat"), replicas=3, ready=2, p99_ttft_s=0.25, goodput=0.995,
+        tpot_slo_s=0.05, applied=True,
+    )  # fmt: skip
     server = serve_metrics(telemetry, 0, "127.0.0.1")
     try:
         prometheus.set_targets([f"127.0.0.1:{server.server_port}"])

@@ -9,24 +9,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tailguard import policy
 from tailguard.handlers.metrics_server import serve_metrics
-from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.telemetry import Telemetry
-from tailguard.reconcile.workload import Workload
+from tg_testing import record_step
 
 
 @pytest.fixture
 def served() -> Iterator[str]:
     telemetry = Telemetry()
-    telemetry.record_step(
-        ("team-a", "chat"),
-        decision=policy.Decision(2, 64, True, policy.Reason.STEADY, "steady"),
-        applied=False,
-        workload=Workload(replicas=2, ready=2),
-        figures=ServiceFigures(p99_ttft_s=0.2),
-        config=policy.PolicyConfig(),
-    )
+    record_step(telemetry, ("team-a", "chat"), replicas=2, ready=2, p99_ttft_s=0.2)
     server = serve_metrics(telemetry, 0, "127.0.0.1")
     try:
         yield f"http://127.0.0.1:{server.server_port}/metrics"

@@ -10,11 +10,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from tailguard import policy
-from tailguard.metrics.figures import ServiceFigures
 from tailguard.reconcile.service_series import SERVICE_GAUGES, ServiceSeries
 from tailguard.reconcile.telemetry import Telemetry
-from tailguard.reconcile.workload import Workload
+from tg_testing import record_step
 
 Sample = tuple[str, tuple[tuple[str, str], ...], str]
 
@@ -48,14 +46,10 @@ def _telemetry() -> Telemetry:
         (("we\\ird", 'na"me\n'), 2_000_000, math.inf, 0.1),
     ]
     for key, replicas, p99, tpot_slo in steps:
-        telemetry.record_step(
-            key,
-            decision=policy.Decision(replicas, 64, True, policy.Reason.STEADY, "steady"),
-            applied=False,
-            workload=Workload(replicas=replicas, ready=replicas),
-            figures=ServiceFigures(p99_ttft_s=p99, goodput=0.995),
-            config=policy.PolicyConfig(tpot_slo_s=tpot_slo),
-        )
+        record_step(
+            telemetry, key, replicas=replicas, ready=replicas, p99_ttft_s=p99, goodput=0.995,
+            tpot_slo_s=tpot_slo,
+        )  # fmt: skip
     return telemetry
 
 
