@@ -51,26 +51,22 @@ class ServiceSeries:
     """
 
     def __init__(self) -> None:
-        self._values: dict[ServiceKey, Mapping[str, float]] = {}
-        self._labels: dict[ServiceKey, str] = {}
+        #: Each service's label text (escaped once) and its values.
+        self._series: dict[ServiceKey, tuple[str, Mapping[str, float]]] = {}
 
     def set(self, key: ServiceKey, values: Mapping[str, float]) -> None:
         """Replace one service's values (attribute → value; an attribute left out has no series)."""
-        if key not in self._labels:
+        held = self._series.get(key)
+        if held is None:
             namespace, name = key
-            self._labels[key] = (
-                f'{{namespace="{_label_value(namespace)}",inference_service="{_label_value(name)}"}}'
-            )
-        self._values[key] = dict(values)
-
-    def get(self, key: ServiceKey) -> Mapping[str, float] | None:
-        """One service's values, as last set (None: none)."""
-        return self._values.get(key)
+            labels = f'{{namespace="{_label_value(namespace)}",inference_service="{_label_value(name)}"}}'
+        else:
+            labels = held[0]
+        self._series[key] = (labels, dict(values))
 
     def forget(self, key: ServiceKey) -> None:
         """Drop a service's series."""
-        self._values.pop(key, None)
-        self._labels.pop(key, None)
+        self._series.pop(key, None)
 
     def describe(self) -> Iterable[Metric]:
         """The families without samples: the registry checks their names against its others'."""
@@ -78,10 +74,10 @@ class ServiceSeries:
 
     def collect(self) -> Iterable[Metric]:
         """The families with every service's samples, for prometheus_client's own exposition."""
-        snapshot = list(self._values.items())
+        snapshot = list(self._series.items())
         for attribute, name, text in SERVICE_GAUGES:
             family = GaugeMetricFamily(name, text, labels=SERVICE_LABELS)
-            for key, values in snapshot:
+            for key, (_, values) in snapshot:
                 value = values.get(attribute)
                 if value is not None:
                     family.add_metric(list(key), value)
@@ -90,12 +86,12 @@ class ServiceSeries:
     def render(self) -> bytes:
         """The families as exposition text: the same lines in the Prometheus text format and in
         OpenMetrics (a gauge's sample line is written alike in both)."""
-        snapshot = [(self._labels.get(key), values) for key, values in list(self._values.items())]
+        snapshot = list(self._series.values())
         lines: list[str] = []
         for attribute, name, text in SERVICE_GAUGES:
             lines.append(f"# HELP {name} {text}\n# TYPE {name} gauge\n")
             for labels, values in snapshot:
                 value = values.get(attribute)
-                if value is not None and labels is not None:
+                if value is not None:
                     lines.append(f"{name}{labels} {_go_float(value)}\n")
         return "".join(lines).encode()
