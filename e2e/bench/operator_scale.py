@@ -107,12 +107,15 @@ def rss_mib(pid: int) -> tuple[float, float]:
 
 
 def handled(kubeconfig: Path) -> int:
-    """InferenceServices whose create handler has finished (kopf records the handled spec)."""
+    """InferenceServices whose spec the operator has applied (its status carries the generation)."""
     items = json.loads(kubectl(kubeconfig, "get", "inferenceservices", "-n", NAMESPACE, "-o", "json"))[
         "items"
     ]
-    key = "tailguard.dev/last-handled-configuration"
-    return sum(1 for i in items if key in ((i.get("metadata") or {}).get("annotations") or {}))
+    return sum(
+        1
+        for i in items
+        if (i.get("status") or {}).get("observedGeneration") == (i.get("metadata") or {}).get("generation")
+    )
 
 
 def status_writes(kubeconfig: Path) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""The spec handlers: bound to their collaborators explicitly, registered on a registry of their own."""
+"""The spec handler and the kopf handlers: bound to their collaborators explicitly, registered on a
+registry of their own."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import inspect
 
 import kopf
 
-from tailguard.api import GROUP, PLURAL, VERSION
-from tailguard.handlers.lifecycle import SlimDiffBaseStorage, SpecHandlers
+from tailguard.handlers.lifecycle import KOPF_FINALIZER, SpecHandlers
 from tailguard.k8s.cluster import FakeCluster
+from tailguard.k8s.labels import MANAGED_BY, MANAGED_BY_LABEL, SERVICE_LABEL
 from tailguard.k8s.render import RenderSettings
 from tailguard.reconcile.inventory import Inventory
 from tg_testing import manifest
 
 MIRROR = "registry.internal/mirror/vllm-openai:v0.33.0"
+ISVC = ("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")
 
 
 def _handlers(cluster: FakeCluster, inventory: Inventory) -> SpecHandlers:
@@ -24,31 +26,73 @@ def _handlers(cluster: FakeCluster, inventory: Inventory) -> SpecHandlers:
 
 def test_sync_renders_with_the_given_settings_and_writes_status() -> None:
     cluster = FakeCluster()
-    _handlers(cluster, Inventory()).sync(kopf.Body(manifest()))
+    _handlers(cluster, Inventory()).sync(manifest())
     deployment = cluster.objects[("apps/v1", "Deployment", "team-a", "chat")]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == MIRROR
-    status = cluster.objects[("tailguard.dev/v1alpha1", "InferenceService", "team-a", "chat")]["status"]
+    status = cluster.objects[ISVC]["status"]
     assert status["image"] == MIRROR
     assert [e[2] for e in cluster.events] == ["Created", "Created"]
 
 
-def test_watch_events_feed_the_inventory() -> None:
+def test_sync_takes_off_the_finalizer_older_versions_left_and_keeps_others() -> None:
+    cluster = FakeCluster()
+    body = manifest()
+    body["metadata"]["finalizers"] = ["example.com/backup", KOPF_FINALIZER]
+    cluster.add(body)
+    _handlers(cluster, Inventory()).sync(cluster.objects[ISVC])
+    assert cluster.objects[ISVC]["metadata"]["finalizers"] == ["example.com/backup"]
+
+    body["metadata"]["finalizers"] = [KOPF_FINALIZER]
+    cluster.add(body)
+    _handlers(cluster, Inventory()).sync(cluster.objects[ISVC])
+    assert "finalizers" not in cluster.objects[ISVC]["metadata"]
+
+
+def test_sync_leaves_other_finalizers_alone() -> None:
+    cluster = FakeCluster()
+    body = manifest()
+    body["metadata"]["finalizers"] = ["example.com/backup"]
+    cluster.add(body)
+    _handlers(cluster, Inventory()).sync(cluster.objects[ISVC])
+    assert cluster.objects[ISVC]["metadata"]["finalizers"] == ["example.com/backup"]
+
+
+def test_a_failure_is_reported_as_a_warning_event_on_the_service() -> None:
+    cluster = FakeCluster()
+    _handlers(cluster, Inventory()).report_failure(manifest(), "applying the spec failed (boom)")
+    assert cluster.events == [("chat", "Warning", "SyncFailed", "applying the spec failed (boom)")]
+
+
+def _child(kind: str, name: str) -> dict[str, object]:
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, SERVICE_LABEL: "chat"}
+    return {"kind": kind, "metadata": {"namespace": "team-a", "name": name, "labels": labels}}
+
+
+def test_watch_events_of_children_feed_the_inventory() -> None:
     inventory = Inventory()
+    inventory.put_service(manifest())
     handlers = _handlers(FakeCluster(), inventory)
-    handlers.track_service(kopf.RawEvent(type="ADDED", object=manifest()))  # type: ignore[typeddict-item]
-    assert inventory.keys() == [("team-a", "chat")]
-    handlers.track_service(kopf.RawEvent(type="DELETED", object=manifest()))  # type: ignore[typeddict-item]
-    assert inventory.keys() == []
+    handlers.track_deployment(kopf.RawEvent(type="ADDED", object=_child("Deployment", "chat")))  # type: ignore[typeddict-item]
+    handlers.track_pod(kopf.RawEvent(type="ADDED", object=_child("Pod", "chat-0")))  # type: ignore[typeddict-item]
+    view = inventory.view(("team-a", "chat"))
+    assert view is not None
+    assert view.deployment is not None
+    assert list(view.pods) == ["chat-0"]
+    handlers.track_pod(kopf.RawEvent(type="DELETED", object=_child("Pod", "chat-0")))  # type: ignore[typeddict-item]
+    handlers.track_deployment(kopf.RawEvent(type="DELETED", object=_child("Deployment", "chat")))  # type: ignore[typeddict-item]
+    view = inventory.view(("team-a", "chat"))
+    assert view is not None
+    assert view.deployment is None
+    assert view.pods == {}
 
 
 def test_each_operator_gets_its_own_registry_with_stable_handler_ids() -> None:
     first = _handlers(FakeCluster(), Inventory()).registry()
     second = _handlers(FakeCluster(), Inventory()).registry()
     assert first is not second
-    ids = {str(h.id) for h in first._changing.get_all_handlers()}  # kopf's ids key handler progress
-    assert ids == {"on_spec", "on_spec/spec"}  # kopf suffixes the field of the update handler
+    assert list(first._changing.get_all_handlers()) == [], "InferenceServices have the operator's own watch"
     watch_ids = {str(h.id) for h in first._watching.get_all_handlers()}
-    assert watch_ids == {"track_service", "track_deployment", "track_pod"}
+    assert watch_ids == {"track_deployment", "track_pod"}
 
 
 def test_watch_handlers_run_on_the_event_loop() -> None:
@@ -57,74 +101,14 @@ def test_watch_handlers_run_on_the_event_loop() -> None:
     registry = _handlers(FakeCluster(), Inventory()).registry()
     watching = registry._watching.get_all_handlers()
     assert [str(h.id) for h in watching if not inspect.iscoroutinefunction(h.fn)] == []
-    assert [
-        str(h.id) for h in registry._changing.get_all_handlers() if inspect.iscoroutinefunction(h.fn)
-    ] == [], "the spec handler makes blocking API calls: it stays in kopf's worker threads"
 
 
 async def test_the_registered_watch_handlers_feed_the_inventory() -> None:
     inventory = Inventory()
+    inventory.put_service(manifest())
     registry = _handlers(FakeCluster(), inventory).registry()
-    (track,) = [h for h in registry._watching.get_all_handlers() if str(h.id) == "track_service"]
-    await track.fn(event=kopf.RawEvent(type="ADDED", object=manifest()))  # type: ignore[typeddict-item]
-    assert inventory.keys() == [("team-a", "chat")]
-
-
-def _watched_body() -> dict[str, object]:
-    """An InferenceService as a watch delivers it after a few writes: status, managed fields, kopf's
-    and tailguard's own annotations beside a user's."""
-    body = manifest()
-    meta = body["metadata"]
-    meta.update(
-        uid="0d6c",
-        resourceVersion="4711",
-        generation=3,
-        creationTimestamp="2026-11-27T00:00:00Z",
-        labels={"team": "a"},
-        annotations={
-            "example.com/owner": "search",
-            "tailguard.dev/last-handled-configuration": '{"spec": {}}',
-            "tailguard.dev/policy-state": '{"version": 1}',
-            "kubectl.kubernetes.io/last-applied-configuration": "{}",
-        },
-        managedFields=[{"manager": "tailguard", "operation": "Update", "fieldsV1": {"f:status": {}}}],
-    )
-    body["status"] = {"desiredReplicas": 2, "conditions": [{"type": "Ready", "status": "True"}]}
-    return body
-
-
-class _Uncopyable:
-    """A status entry that fails the test if anything deep-copies it."""
-
-    def __deepcopy__(self, memo: object) -> _Uncopyable:
-        raise AssertionError("the status was deep-copied to build the diff base")
-
-
-def test_the_slim_diff_base_builds_the_essence_kopf_builds() -> None:
-    kwargs = {"prefix": "tailguard.dev", "key": "last-handled-configuration"}
-    body = kopf.Body(_watched_body())  # type: ignore[arg-type]
-    slim = SlimDiffBaseStorage(**kwargs).build(body=body)
-    assert slim == kopf.AnnotationsDiffBaseStorage(**kwargs).build(body=body)
-    assert slim["spec"] == _watched_body()["spec"]
-    assert "status" not in slim
-    assert "managedFields" not in slim.get("metadata", {})
-    # The registry's handlers ask for their fields (the spec handler: "spec"); the essence is kopf's,
-    # and nothing outside it is copied on the way.
-    fields = (
-        _handlers(FakeCluster(), Inventory())
-        .registry()
-        ._changing.get_extra_fields(resource=kopf.Resource(GROUP, VERSION, PLURAL))
-    )
-    assert fields, "the spec handler watches a field: the slim path must take it"
-    expected = kopf.AnnotationsDiffBaseStorage(**kwargs).build(body=body, extra_fields=fields)
-    assert SlimDiffBaseStorage(**kwargs).build(body=body, extra_fields=fields) == expected
-    uncopyable = _watched_body()
-    uncopyable["status"] = {"conditions": [_Uncopyable()]}
-    slim_of_uncopyable = SlimDiffBaseStorage(**kwargs).build(
-        body=kopf.Body(uncopyable),
-        extra_fields=fields,  # type: ignore[arg-type]
-    )
-    assert slim_of_uncopyable == expected
-    # A field outside the spec asked for by a handler is kept, as kopf keeps it.
-    with_status = SlimDiffBaseStorage(**kwargs).build(body=body, extra_fields=["status.desiredReplicas"])
-    assert with_status.get("status") == {"desiredReplicas": 2}
+    (track,) = [h for h in registry._watching.get_all_handlers() if str(h.id) == "track_deployment"]
+    await track.fn(event=kopf.RawEvent(type="ADDED", object=_child("Deployment", "chat")))  # type: ignore[typeddict-item]
+    view = inventory.view(("team-a", "chat"))
+    assert view is not None
+    assert view.deployment is not None

@@ -1,4 +1,5 @@
-"""Start the operator: kopf (spec handlers, watches) and the control loop, side by side in one event loop."""
+"""Start the operator: the InferenceService watch with the spec handler, kopf (watches of the managed
+Deployments and pods, liveness) and the control loop, side by side in one event loop."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ import pwd
 import socket
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import kopf
 
+from tailguard.api import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from tailguard.handlers.lifecycle import SpecHandlers
 from tailguard.handlers.metrics_server import serve_metrics
+from tailguard.handlers.services import ServiceFeed, SpecQueue
 from tailguard.handlers.settings import OperatorSettings
 from tailguard.k8s.cluster import KubernetesCluster, object_reference
 from tailguard.k8s.labels import FIELD_MANAGER
+from tailguard.k8s.watch import ApiEndpoint, ListWatch, resource_path
 from tailguard.metrics.prometheus import HttpPrometheus
 from tailguard.reconcile.inventory import Inventory
 from tailguard.reconcile.loop import WRITERS, ControlLoop
@@ -25,6 +30,9 @@ from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 
 log = logging.getLogger("tailguard")
+
+#: Threads applying specs (children and status) at once.
+SPEC_WORKERS = 8
 
 
 def operator_identity(environ: Mapping[str, str] = os.environ) -> str:
@@ -101,15 +109,53 @@ async def run_async(settings: OperatorSettings, *, stop: asyncio.Event | None = 
         finally:
             stop.set()  # kopf stops on SIGTERM/SIGINT; the control loop follows
 
+    async def watch_services_until_stopped() -> None:
+        from kubernetes import client
+
+        endpoint = ApiEndpoint.from_client_configuration(client.Configuration.get_default_copy())
+        executor = ThreadPoolExecutor(max_workers=SPEC_WORKERS, thread_name_prefix="spec")
+        specs = SpecQueue(handlers.sync, handlers.report_failure, executor)
+        scopes: list[str | None] = [*namespaces] if namespaces else [None]  # None: every namespace
+        watches = [
+            asyncio.create_task(
+                ListWatch(
+                    endpoint,
+                    resource_path(GROUP, VERSION, PLURAL, namespace),
+                    ServiceFeed(inventory, specs, namespace),
+                    api_version=API_VERSION,
+                    kind=KIND,
+                ).run()
+            )
+            for namespace in scopes
+        ]
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait([*watches, stopped], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stopped and not task.cancelled() and task.exception() is not None:
+                    # A watch ends only on a bug: stop, and let Kubernetes start the operator again.
+                    log.error("the InferenceService watch stopped: %r; stopping", task.exception())
+        finally:
+            stop.set()
+            stopped.cancel()
+            for watch in watches:
+                watch.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+            await specs.close()
+            executor.shutdown(wait=False, cancel_futures=True)
+            await endpoint.client.aclose()
+
     try:
-        await asyncio.gather(kopf_then_stop(), loop.run_forever(stop), stop_kopf_when_told())
+        await asyncio.gather(
+            kopf_then_stop(), loop.run_forever(stop), stop_kopf_when_told(), watch_services_until_stopped()
+        )
     finally:
         stop.set()
         await prometheus.aclose()
 
 
 def _widen_connection_pool(size: int = WRITERS + 16) -> None:
-    """Room for the loop's writers, kopf's workers and a margin to reach the API server at once."""
+    """Room for the loop's writers, the spec workers and a margin to reach the API server at once."""
     from kubernetes import client
 
     settings = client.Configuration.get_default_copy()
