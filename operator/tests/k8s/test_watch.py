@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -227,3 +228,19 @@ async def test_the_endpoint_authenticates_as_the_official_client_would_with_a_lo
         assert endpoint.headers() == {"authorization": "Bearer from-kubeconfig"}
     finally:
         await endpoint.client.aclose()
+
+
+async def test_events_split_across_chunks_are_put_back_together() -> None:
+    events = _lines(
+        {"type": "ADDED", "object": _obj("c", "11")},
+        {"type": "MODIFIED", "object": _obj("a", "12")},
+    ).rstrip(b"\n")  # the last line without its newline, as a stream cut at the end may leave it
+    cuts = [0, 7, 8, 60, len(events) - 3, len(events)]
+
+    async def chunks() -> Any:
+        for start, end in itertools.pairwise(cuts):
+            yield events[start:end]
+
+    sink, _, pauses = await _run([_list(), lambda request: httpx.Response(200, content=chunks())])
+    assert sink.seen == [("listed",), ("ADDED", "c", "11"), ("MODIFIED", "a", "12")]
+    assert pauses == []

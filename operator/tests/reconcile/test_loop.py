@@ -407,9 +407,9 @@ def test_resync_parses_a_spec_once_per_version_of_the_body(monkeypatch: pytest.M
     parsed: list[str] = []
     real = service.parse_inference_service
 
-    def counting(body: Any) -> Any:
+    def counting(body: Any, **kwargs: Any) -> Any:
         parsed.append(body["metadata"]["name"])
-        return real(body)
+        return real(body, **kwargs)
 
     monkeypatch.setattr(service, "parse_inference_service", counting)
     monkeypatch.setattr(loop, "parse_inference_service", counting)
@@ -424,6 +424,38 @@ def test_resync_parses_a_spec_once_per_version_of_the_body(monkeypatch: pytest.M
     harness.inventory.put_service(body)  # a new version from the watch
     harness.run(NOW + 100)
     assert parsed == ["chat", "chat"]
+
+
+def test_a_periodic_resync_of_the_copy_a_quiet_resync_saw_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailguard.reconcile import loop
+
+    resynced: list[float] = []
+    real = loop.reconcile
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        resynced.append(kwargs["now"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "reconcile", counting)
+    harness = Harness(FakePrometheus())
+    harness.add(autoscaling={"mode": "Manual"})
+    for tick in range(3):  # seen, then periodic resyncs: the status written comes back by the watch
+        harness.run(NOW + 31 * tick)
+        harness.refresh()
+    harness.run(NOW + 31 * 3)  # the copy with that status: nothing to write
+    quiet_since = len(resynced)
+    writes = len(harness.cluster.status_patches)
+    for tick in range(4, 7):
+        harness.run(NOW + 31 * tick)
+    assert len(resynced) == quiet_since, "the same copy and children: nothing resynced"
+    assert len(harness.cluster.status_patches) == writes
+    harness.inventory.put_pod(_ready_pod("chat-0"))  # a child changed: resynced at the next tick
+    harness.run(NOW + 31 * 7)
+    assert len(resynced) == quiet_since + 1
+    body = copy.deepcopy(harness.inventory.view(("team-a", "chat")).body)  # type: ignore[union-attr]
+    harness.inventory.put_service(body)  # a new copy from the watch: resynced at its turn
+    harness.run(NOW + 31 * 8)
+    assert len(resynced) == quiet_since + 2
 
 
 def test_a_service_is_left_to_its_spec_handler_until_its_first_reconcile() -> None:

@@ -132,12 +132,17 @@ class ServiceRecord:
     deferred: bool = False
     #: ``(body, decided_at, next grid point)`` of the last "not due" (see :meth:`surely_not_due`).
     quiet: tuple[Manifest, float, float] | None = None
+    #: The copy of the service a resync found nothing to do for, no rollout under way: while the
+    #: inventory holds this very copy and its Deployment and pods do not change (a change of them
+    #: is resynced at the next tick regardless), another resync would find the same.
+    resynced_quiet: Manifest | None = None
 
     def spec(self, body: Manifest) -> InferenceService | None:
         """The parsed spec of ``body`` (None when invalid), parsed once per version of the body."""
         if body is not self.parsed_from:
+            prior = (self.parsed_from, self.isvc) if self.parsed_from is not None and self.isvc else None
             try:
-                self.isvc = parse_inference_service(body)
+                self.isvc = parse_inference_service(body, prior=prior)
             except InvalidResourceError:
                 self.isvc = None  # the spec handler reports InvalidSpec; nothing to decide on
             self.parsed_from = body
@@ -274,6 +279,9 @@ class ControlLoop:
                 else:
                     due.append(key)
             elif key in changed or now - record.resynced_at >= RESYNC_INTERVAL_S:
+                if key not in changed and body is record.resynced_quiet:
+                    record.resynced_at = now  # the same copy, the same children: nothing to find
+                    continue
                 if self.writes.busy(key):
                     continue  # its write lands first; resynced at a later tick
                 resync.append(key)  # not in the same tick as a decision: both write status
@@ -484,6 +492,11 @@ class ControlLoop:
         # reconcile parses it again to report why).
         parsed = record.spec(view.body) if record is not None else None
         result = reconcile(view.body, self.cluster, self.render, now=now, live=live, parsed=parsed)
+        if record is not None:
+            quiet = not (result.status_patch or result.events) and not (
+                result.workload is None or result.workload.rollout_in_progress
+            )
+            record.resynced_quiet = view.body if quiet else None
         try:
             echo = write_status(self.cluster, view.body, result)
         except ConflictError:
