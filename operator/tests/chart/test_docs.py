@@ -47,6 +47,8 @@ def _events_in_code() -> set[str]:
     found: set[str] = set()
     for source in RECONCILE.glob("*.py"):
         found |= set(re.findall(r'EventNote\(\s*"(?:Normal|Warning)",\s*"(\w+)"', source.read_text()))
+    for source in (RECONCILE.parent / "handlers").glob("*.py"):  # the spec handler's own Events
+        found |= set(re.findall(r'"(?:Normal|Warning)",\s*"(\w+)"', source.read_text()))
     return found
 
 
@@ -67,7 +69,7 @@ def test_every_condition_reason_has_a_troubleshooting_row() -> None:
 def test_every_event_reason_is_listed() -> None:
     table = _section(OPERATIONS.read_text(), "### By Event")
     events = _events_in_code()
-    assert {"Scaled", "MaxBatchChanged", "InvalidSpec"} <= events
+    assert {"Scaled", "MaxBatchChanged", "InvalidSpec", "SyncFailed"} <= events
     metrics_warnings = {reason for type_, reason in _conditions_in_code() if type_ == "MetricsAvailable"} - {
         "MetricsFresh"
     }
