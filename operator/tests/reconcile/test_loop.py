@@ -458,6 +458,48 @@ def test_a_periodic_resync_of_the_copy_a_quiet_resync_saw_is_skipped(monkeypatch
     assert len(resynced) == quiet_since + 2
 
 
+def test_a_resting_service_is_passed_over_until_its_grid_point_or_a_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tailguard.reconcile import loop
+
+    looked: list[float] = []
+    real = loop.ServiceRecord.surely_not_due
+
+    def counting(self: Any, body: Any, now: float) -> bool:
+        looked.append(now)
+        return bool(real(self, body, now))
+
+    monkeypatch.setattr(loop.ServiceRecord, "surely_not_due", counting)
+    harness = Harness(
+        FakePrometheus(answers(load("team-a", "chat", rate=5, slow_share=0.0, running=4, waiting=0, pods=1)))
+    )
+    harness.add()
+    assert harness.run(NOW).decided == 1
+    harness.refresh()  # the decision's status comes back: a new copy
+    harness.run(NOW + 1)  # looked at: its children, new before the decision, are resynced
+    harness.refresh()
+    harness.run(NOW + 2)  # looked at once more, a new copy again: nothing due, so it rests
+    looked.clear()
+    reports = [harness.run(NOW + t) for t in range(3, 15)]
+    assert looked == [], "resting: the ticks pass it over without a look"
+    assert [r.decided for r in reports] == [0] * 12
+    assert harness.run(NOW + 15).decided == 1, "its grid point ends the rest"
+    harness.refresh()
+    harness.run(NOW + 16)
+    looked.clear()
+    resynced: list[float] = []
+    real_reconcile = loop.reconcile
+    monkeypatch.setattr(
+        loop, "reconcile", lambda *a, **k: resynced.append(k["now"]) or real_reconcile(*a, **k)
+    )
+    harness.run(NOW + 17)
+    assert (looked, resynced) == ([], [])
+    harness.inventory.put_pod(_ready_pod("chat-1"))  # a child changed: resynced at the next tick
+    harness.run(NOW + 18)
+    assert (looked, resynced) == ([NOW + 18], [NOW + 18])
+
+
 def test_a_service_is_left_to_its_spec_handler_until_its_first_reconcile() -> None:
     harness = Harness(
         FakePrometheus(

@@ -136,6 +136,10 @@ class ServiceRecord:
     #: inventory holds this very copy and its Deployment and pods do not change (a change of them
     #: is resynced at the next tick regardless), another resync would find the same.
     resynced_quiet: Manifest | None = None
+    #: The copy of the service the last tick found nothing due for, and until when nothing will be
+    #: (see :meth:`rest`): the ticks before skip it at a glance.
+    idle_on: Manifest | None = None
+    idle_until: float = -math.inf
 
     def spec(self, body: Manifest) -> InferenceService | None:
         """The parsed spec of ``body`` (None when invalid), parsed once per version of the body."""
@@ -172,6 +176,21 @@ class ServiceRecord:
             self.quiet = (body, self.decided_at, next_at)
             return False
         return True
+
+    def rest(self, body: Manifest) -> None:
+        """Nothing is due for ``body`` now: remember until when nothing will be — the next grid
+        point :meth:`due` found for it (never, when it is not autoscaled), the next periodic
+        resync. A new copy of the service, or a change of its children, ends the rest at once."""
+        quiet = self.quiet
+        isvc = self.spec(body)
+        if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL or self.decided_at is None:
+            decision_at = math.inf  # not autoscaled, or waiting for a copy newer than a conflict's
+        elif quiet is not None and quiet[0] is body and quiet[1] == self.decided_at:
+            decision_at = quiet[2]
+        else:
+            decision_at = -math.inf  # (not expected) look again at every tick
+        self.idle_on = body
+        self.idle_until = min(decision_at, self.resynced_at + RESYNC_INTERVAL_S)
 
     def surely_not_due(self, body: Manifest, now: float) -> bool:
         """Whether :meth:`due` said no for this very body and decision, and its next grid point is
@@ -263,13 +282,16 @@ class ControlLoop:
             body = self.inventory.body(key)
             if body is None:
                 continue
+            record = self._records.get(key)
+            resting = record is not None and record.idle_on is body and now < record.idle_until
+            if resting and key not in changed:
+                continue  # the same copy, the same children, and nothing due before idle_until
             if not first_reconcile_done(body):
                 # Its spec handler has not run yet: there is nothing to act on, and a status
                 # written now would race the handler's own writes (at 2,000 new services, three of
                 # four such writes were refused as conflicts and retried).
                 report.unreconciled += 1
                 continue
-            record = self._records.get(key)
             if record is None:
                 record = self._records[key] = ServiceRecord(resynced_at=now)
             if not record.surely_not_due(body, now) and record.due(body, now):
@@ -281,11 +303,14 @@ class ControlLoop:
             elif key in changed or now - record.resynced_at >= RESYNC_INTERVAL_S:
                 if key not in changed and body is record.resynced_quiet:
                     record.resynced_at = now  # the same copy, the same children: nothing to find
+                    record.rest(body)
                     continue
                 if self.writes.busy(key):
                     continue  # its write lands first; resynced at a later tick
                 resync.append(key)  # not in the same tick as a decision: both write status
                 changed.discard(key)
+            else:
+                record.rest(body)
         self.inventory.mark_changed(changed & set(keys))
         self._forget_gone(set(keys))
         report.services = len(keys)
