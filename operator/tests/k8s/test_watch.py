@@ -244,3 +244,40 @@ async def test_events_split_across_chunks_are_put_back_together() -> None:
     sink, _, pauses = await _run([_list(), lambda request: httpx.Response(200, content=chunks())])
     assert sink.seen == [("listed",), ("ADDED", "c", "11"), ("MODIFIED", "a", "12")]
     assert pauses == []
+
+
+async def test_a_tls_server_name_goes_with_every_request_as_the_official_client_sends_it() -> None:
+    from kubernetes import client
+
+    configuration = client.Configuration(host="https://10.0.0.1:6443")
+    configuration.verify_ssl = False
+    configuration.tls_server_name = "api.internal.example"
+    from_config = ApiEndpoint.from_client_configuration(configuration)
+    try:
+        assert from_config.extensions() == {"sni_hostname": "api.internal.example"}
+    finally:
+        await from_config.client.aclose()
+
+    seen: list[object] = []
+    spent = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions.get("sni_hostname"))
+        if len(seen) > 3:
+            spent.set()
+            await asyncio.Event().wait()  # hang like an idle watch until cancelled
+        if "watch" in request.url.params:
+            return httpx.Response(410)
+        body = {"metadata": {"resourceVersion": "1"}, "items": []}
+        return httpx.Response(200, content=orjson.dumps(body))
+
+    named = httpx.AsyncClient(base_url="https://10.0.0.1:6443", transport=httpx.MockTransport(handler))
+    endpoint = ApiEndpoint(client=named, tls_server_name="api.internal.example")
+    watch = ListWatch(endpoint, PATH, _Sink(), api_version="v", kind="InferenceService")
+    task = asyncio.create_task(watch.run())
+    await asyncio.wait_for(spent.wait(), 5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await named.aclose()
+    assert set(seen) == {"api.internal.example"}, "the list and the watch both name the server"
+    assert ApiEndpoint(client=named).extensions() == {}

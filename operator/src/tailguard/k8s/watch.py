@@ -62,11 +62,18 @@ class ApiEndpoint:
 
     client: httpx.AsyncClient
     headers: Callable[[], Mapping[str, str]] = dict
+    #: The name the server's certificate is checked against and sent as SNI, when it is not the
+    #: host's (a kubeconfig's ``tls-server-name``).
+    tls_server_name: str | None = None
+
+    def extensions(self) -> dict[str, str]:
+        """Per-request transport settings: the TLS server name, if any."""
+        return {"sni_hostname": self.tls_server_name} if self.tls_server_name else {}
 
     @classmethod
     def from_client_configuration(cls, configuration: Any) -> ApiEndpoint:
         """The endpoint the official client's configuration describes (kubeconfig or in-cluster):
-        its server, CA bundle, client certificate and bearer token."""
+        its server, CA bundle, client certificate, TLS server name and bearer token."""
         context: ssl.SSLContext | bool
         if configuration.verify_ssl:
             context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
@@ -95,7 +102,8 @@ class ApiEndpoint:
             trust_env=False,
             timeout=httpx.Timeout(30.0, read=WATCH_TIMEOUT_S + 30.0),
         )
-        return cls(client=client, headers=headers)
+        server_name = getattr(configuration, "tls_server_name", None) or None
+        return cls(client=client, headers=headers, tls_server_name=server_name)
 
 
 def resource_path(group: str, version: str, plural: str, namespace: str | None) -> str:
@@ -153,7 +161,10 @@ class ListWatch:
         params: dict[str, str | int] = {"limit": LIST_PAGE}
         while True:
             response = await self._endpoint.client.get(
-                self._path, params=params, headers=self._endpoint.headers()
+                self._path,
+                params=params,
+                headers=self._endpoint.headers(),
+                extensions=self._endpoint.extensions(),
             )
             if response.status_code != 200:
                 raise WatchRefusedError(f"list answered {response.status_code}: {_first_line(response.text)}")
@@ -175,7 +186,11 @@ class ListWatch:
         }
         client = self._endpoint.client
         async with client.stream(
-            "GET", self._path, params=params, headers=self._endpoint.headers()
+            "GET",
+            self._path,
+            params=params,
+            headers=self._endpoint.headers(),
+            extensions=self._endpoint.extensions(),
         ) as response:
             if response.status_code == 410:
                 raise VersionExpiredError(self._path)
