@@ -39,7 +39,9 @@ class _Sink:
 Answer = Callable[[httpx.Request], httpx.Response]
 
 
-async def _run(script: list[Answer]) -> tuple[_Sink, list[httpx.Request], list[float]]:
+async def _run(
+    script: list[Answer], *, sink: _Sink | None = None, tls_server_name: str | None = None
+) -> tuple[_Sink, list[httpx.Request], list[float]]:
     """Run a watch until the script is spent; the requests it made and the pauses it took."""
     requests: list[httpx.Request] = []
     spent = asyncio.Event()
@@ -57,8 +59,10 @@ async def _run(script: list[Answer]) -> tuple[_Sink, list[httpx.Request], list[f
         pauses.append(seconds)
 
     client = httpx.AsyncClient(base_url="https://api.test", transport=httpx.MockTransport(handler))
-    endpoint = ApiEndpoint(client=client, headers=lambda: {"Authorization": "Bearer t0ken"})
-    sink = _Sink()
+    endpoint = ApiEndpoint(
+        client=client, headers=lambda: {"Authorization": "Bearer t0ken"}, tls_server_name=tls_server_name
+    )
+    sink = sink or _Sink()
     watch = ListWatch(
         endpoint, PATH, sink, api_version="tailguard.dev/v1alpha1", kind="InferenceService", sleep=sleep
     )
@@ -152,28 +156,11 @@ async def test_a_failing_sink_is_logged_and_the_watch_goes_on(caplog: pytest.Log
             super().changed(event_type, obj)
             raise KeyError("bug")
 
-    requests: list[httpx.Request] = []
     script = [
         _list("a"),
         _watch({"type": "ADDED", "object": _obj("b", "11")}, {"type": "ADDED", "object": _obj("c", "12")}),
     ]
-    spent = asyncio.Event()
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        requests.append(request)
-        if len(requests) > len(script):
-            spent.set()
-            await asyncio.Event().wait()
-        return script[len(requests) - 1](request)
-
-    client = httpx.AsyncClient(base_url="https://api.test", transport=httpx.MockTransport(handler))
-    sink = Failing()
-    watch = ListWatch(ApiEndpoint(client=client), PATH, sink, api_version="v", kind="InferenceService")
-    task = asyncio.create_task(watch.run())
-    await asyncio.wait_for(spent.wait(), 5)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await client.aclose()
+    sink, requests, _ = await _run(script, sink=Failing())
     assert [s[:2] for s in sink.seen] == [("listed", "a"), ("ADDED", "b"), ("ADDED", "c")]
     assert requests[2].url.params["resourceVersion"] == "12"
     assert "handling a change" in caplog.text
@@ -258,26 +245,8 @@ async def test_a_tls_server_name_goes_with_every_request_as_the_official_client_
     finally:
         await from_config.client.aclose()
 
-    seen: list[object] = []
-    spent = asyncio.Event()
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request.extensions.get("sni_hostname"))
-        if len(seen) > 3:
-            spent.set()
-            await asyncio.Event().wait()  # hang like an idle watch until cancelled
-        if "watch" in request.url.params:
-            return httpx.Response(410)
-        body = {"metadata": {"resourceVersion": "1"}, "items": []}
-        return httpx.Response(200, content=orjson.dumps(body))
-
-    named = httpx.AsyncClient(base_url="https://10.0.0.1:6443", transport=httpx.MockTransport(handler))
-    endpoint = ApiEndpoint(client=named, tls_server_name="api.internal.example")
-    watch = ListWatch(endpoint, PATH, _Sink(), api_version="v", kind="InferenceService")
-    task = asyncio.create_task(watch.run())
-    await asyncio.wait_for(spent.wait(), 5)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await named.aclose()
-    assert set(seen) == {"api.internal.example"}, "the list and the watch both name the server"
-    assert ApiEndpoint(client=named).extensions() == {}
+    answers = [_list(), _watch(status=410), _list()]
+    _, requests, _ = await _run(answers, tls_server_name="api.internal.example")
+    named = [request.extensions.get("sni_hostname") for request in requests]
+    assert named == ["api.internal.example"] * 4, "the lists and the watch all name the server"
+    assert ApiEndpoint(client=from_config.client).extensions() == {}

@@ -17,18 +17,14 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from tailguard.k8s.cluster import Manifest
+from tailguard.k8s.watch import error_line
 from tailguard.metrics.results import ServiceKey
-from tailguard.reconcile.inventory import Inventory
+from tailguard.reconcile.inventory import Inventory, service_key
 
 log = logging.getLogger(__name__)
 
 #: Pauses before a failed run is tried again: the last one repeats.
 RETRY_PAUSES_S = (5.0, 15.0, 60.0)
-
-
-def service_key(obj: Manifest) -> ServiceKey:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace", "")), str(meta.get("name", "")))
 
 
 def generation(obj: Manifest) -> int | None:
@@ -60,7 +56,7 @@ class SpecQueue:
     def offer(self, obj: Manifest) -> None:
         """A copy of a service as the watch delivered it: handled when its generation is new."""
         key = service_key(obj)
-        if key in self._handled and self._handled[key] == generation(obj):
+        if self._handled_already(key, obj):
             return
         self._newest[key] = obj
         if key not in self._runs:
@@ -87,12 +83,15 @@ class SpecQueue:
             run.cancel()
         await asyncio.gather(*runs, return_exceptions=True)
 
+    def _handled_already(self, key: ServiceKey, obj: Manifest) -> bool:
+        return key in self._handled and self._handled[key] == generation(obj)
+
     async def _run(self, key: ServiceKey) -> None:
         loop = asyncio.get_running_loop()
         failures = 0
         try:
             while (obj := self._newest.pop(key, None)) is not None:
-                if key in self._handled and self._handled[key] == generation(obj):
+                if self._handled_already(key, obj):
                     continue  # a copy offered while its spec was being handled
                 error = await loop.run_in_executor(self._executor, _attempt, self._handle, obj)
                 if error is None:
@@ -117,8 +116,7 @@ def _attempt(fn: Callable[..., None], *args: object) -> str | None:
         fn(*args)
     except Exception as exc:  # anything: the run is retried, and the operator lives on
         log.debug("handler failed", exc_info=True)
-        text = str(exc).strip().splitlines()
-        return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+        return error_line(exc, limit=300)
     return None
 
 

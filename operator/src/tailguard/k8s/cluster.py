@@ -80,6 +80,17 @@ def object_reference(obj: Manifest) -> Manifest:
     }
 
 
+def auth_headers(configuration: Any) -> dict[str, str]:
+    """The headers that authenticate a request as the official client's configuration does: its
+    auth settings (a bearer token, refreshed by the configuration's hook when it expires), asked
+    for anew at each call."""
+    return {
+        str(setting["key"]): str(setting["value"])
+        for setting in configuration.auth_settings().values()
+        if setting.get("in") == "header" and setting.get("value")
+    }
+
+
 class ApiError(Exception):
     """The API server refused a request: its HTTP status, reason and answer (as the official
     client's ``ApiException`` carries them)."""
@@ -333,10 +344,8 @@ class KubernetesCluster:
             "Content-Type": "application/merge-patch+json",
             "Accept": "application/json",
             "User-Agent": self._api_client.user_agent,
+            **auth_headers(configuration),
         }
-        for setting in configuration.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"])] = str(setting["value"])
         response = self._api_client.rest_client.pool_manager.request(
             "PATCH",
             configuration.host + path,

@@ -8,7 +8,7 @@ it is the sink's business.
 
 It lists first (in pages), then watches from the list's resource version; when the API server
 closes a watch it resumes from the last version seen, and when that version has expired (410
-VersionExpiredError) it lists again. A failed request is retried after a pause that grows to a minute.
+Gone) it lists again. A failed request is retried after a pause that grows to a minute.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import httpx
 import orjson
 
-from tailguard.k8s.cluster import Manifest
+from tailguard.k8s.cluster import Manifest, auth_headers
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,6 @@ class ApiEndpoint:
         if configuration.cert_file:
             context.load_cert_chain(configuration.cert_file, configuration.key_file)
 
-        def headers() -> Mapping[str, str]:
-            # As the official client authenticates: its auth settings (a bearer token, refreshed
-            # by the configuration's hook when it expires).
-            return {
-                str(setting["key"]): str(setting["value"])
-                for setting in configuration.auth_settings().values()
-                if setting.get("in") == "header" and setting.get("value")
-            }
-
         client = httpx.AsyncClient(
             base_url=str(configuration.host),
             verify=context,
@@ -103,7 +94,7 @@ class ApiEndpoint:
             timeout=httpx.Timeout(30.0, read=WATCH_TIMEOUT_S + 30.0),
         )
         server_name = getattr(configuration, "tls_server_name", None) or None
-        return cls(client=client, headers=headers, tls_server_name=server_name)
+        return cls(client=client, headers=lambda: auth_headers(configuration), tls_server_name=server_name)
 
 
 def resource_path(group: str, version: str, plural: str, namespace: str | None) -> str:
@@ -147,7 +138,7 @@ class ListWatch:
             except (httpx.HTTPError, WatchRefusedError, ValueError) as exc:
                 pause = RETRY_PAUSES_S[min(failures, len(RETRY_PAUSES_S) - 1)]
                 failures += 1
-                log.warning("watch of %s failed (%s); again in %.0f s", self._path, _short(exc), pause)
+                log.warning("watch of %s failed (%s); again in %.0f s", self._path, error_line(exc), pause)
                 await self._sleep(pause)
 
     def _complete(self, obj: Manifest) -> Manifest:
@@ -232,10 +223,11 @@ async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
         yield rest
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0][:200] if text.strip() else "(no body)"
+def _first_line(text: str, limit: int = 200) -> str:
+    return text.strip().splitlines()[0][:limit] if text.strip() else "(no body)"
 
 
-def _short(exc: BaseException) -> str:
+def error_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception in one line for a log or an Event: its type and its message's first line."""
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {_first_line(text)}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {_first_line(text, limit)}" if text else type(exc).__name__

@@ -181,22 +181,25 @@ class ServiceRecord:
         """Nothing is due for ``body`` now: remember until when nothing will be — the next grid
         point :meth:`due` found for it (never, when it is not autoscaled), the next periodic
         resync. A new copy of the service, or a change of its children, ends the rest at once."""
-        quiet = self.quiet
         isvc = self.spec(body)
         if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL or self.decided_at is None:
             decision_at = math.inf  # not autoscaled, or waiting for a copy newer than a conflict's
-        elif quiet is not None and quiet[0] is body and quiet[1] == self.decided_at:
-            decision_at = quiet[2]
         else:
-            decision_at = -math.inf  # (not expected) look again at every tick
+            known = self._next_decision_known(body)
+            decision_at = known if known is not None else -math.inf  # (not expected) look every tick
         self.idle_on = body
         self.idle_until = min(decision_at, self.resynced_at + RESYNC_INTERVAL_S)
 
     def surely_not_due(self, body: Manifest, now: float) -> bool:
         """Whether :meth:`due` said no for this very body and decision, and its next grid point is
         still ahead: checked for every service at every tick, so without parsing anything."""
+        known = self._next_decision_known(body)
+        return known is not None and now < known
+
+    def _next_decision_known(self, body: Manifest) -> float | None:
+        """The next grid point :meth:`due` found for this very body and decision (None: none)."""
         quiet = self.quiet
-        return quiet is not None and quiet[0] is body and quiet[1] == self.decided_at and now < quiet[2]
+        return quiet[2] if quiet is not None and quiet[0] is body and quiet[1] == self.decided_at else None
 
 
 @dataclass(frozen=True)
