@@ -19,7 +19,7 @@ import yaml
 
 from tailguard.contract.vllm import ENGINE_LABEL, MODEL_NAME_LABEL, SERVICE_LABEL, VllmMetric
 from tailguard.metrics.promql import QueryScope, all_queries
-from tailguard.reconcile.service_series import SERVICE_GAUGES, SERVICE_LABELS
+from tailguard.reconcile.service_series import DECISION_LABELS, DECISIONS, SERVICE_GAUGES, SERVICE_LABELS
 from tailguard.reconcile.telemetry import Telemetry
 
 from .chart_files import DASHBOARD
@@ -41,6 +41,7 @@ def _operator_series() -> dict[str, set[str]]:
     """Every series name the operator exposes, with the labels it carries."""
     telemetry = Telemetry()
     series: dict[str, set[str]] = {name: set(SERVICE_LABELS) for _, name, _ in SERVICE_GAUGES}
+    series[f"{DECISIONS}_total"] = set(DECISION_LABELS)
     for collector in list(telemetry.loop_registry._collector_to_names):  # the one way to list label names
         labels = set(getattr(collector, "_labelnames", ()))
         for family in collector.describe():

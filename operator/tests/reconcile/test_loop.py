@@ -16,8 +16,8 @@ from tailguard.k8s.render import RenderSettings
 from tailguard.metrics.prometheus import FakePrometheus
 from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError
-from tailguard.reconcile.inventory import Inventory
-from tailguard.reconcile.loop import WRITERS, ControlLoop
+from tailguard.reconcile.inventory import Inventory, ServiceView
+from tailguard.reconcile.loop import WRITERS, ControlLoop, ServiceRecord
 from tailguard.reconcile.service import reconcile
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
@@ -1008,3 +1008,31 @@ async def test_a_decision_put_off_by_a_second_uses_the_reading_of_its_tick() -> 
     await harness.loop.flush()
     assert (late.decided, late.queries) == (1, 0), "decided on the reading of NOW + 15, not a new one"
     assert len(fake.queries) == 2 * len(Signal)
+
+
+def test_a_record_reads_its_children_once_per_version_of_them() -> None:
+    """The workload and the other replica writers are read again for a new Deployment object and
+    for a new, added or removed pod, and not for the same objects."""
+    deployment: dict[str, Any] = {
+        "metadata": {"name": "d"},
+        "spec": {"replicas": 2},
+        "status": {"readyReplicas": 1},
+    }
+    ready = {"metadata": {"name": "p1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    starting = {"metadata": {"name": "p2"}, "status": {"phase": "Running"}}
+    record = ServiceRecord(resynced_at=0.0)
+    workload, writers = record.children(ServiceView(body={}, deployment=deployment, pods={"p1": ready}))
+    assert (workload.ready, workload.starting, writers) == (1, 0, [])
+    again, _ = record.children(ServiceView(body={}, deployment=deployment, pods={"p1": ready}))
+    assert again is workload, "the same objects: the same reading"
+    more, _ = record.children(ServiceView(body={}, deployment=deployment, pods={"p1": ready, "p2": starting}))
+    assert more.starting == 1, "a pod added"
+    scaled = copy.deepcopy(deployment)
+    scaled["status"]["readyReplicas"] = 2
+    scaled["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]
+    workload, writers = record.children(
+        ServiceView(body={}, deployment=scaled, pods={"p1": ready, "p2": starting})
+    )
+    assert (workload.ready, writers) == (2, ["kubectl"]), "a new Deployment object"
+    fewer, _ = record.children(ServiceView(body={}, deployment=scaled, pods={"p2": starting}))
+    assert fewer is not workload, "a pod removed"

@@ -6,11 +6,19 @@ from __future__ import annotations
 import math
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from tailguard.reconcile.service_series import SERVICE_GAUGES, ServiceSeries
+from tailguard.reconcile.service_series import (
+    DECISION_LABELS,
+    DECISIONS,
+    DECISIONS_HELP,
+    SERVICE_GAUGES,
+    ServiceDecisions,
+    ServiceSeries,
+)
 from tailguard.reconcile.telemetry import Telemetry
 from tg_testing import record_step
 
@@ -82,3 +90,37 @@ def test_a_service_without_a_value_has_no_sample_of_it() -> None:
     assert 'tailguard_desired_replicas{namespace="ns",inference_service="svc"} 2.0\n' in text
     assert "tailguard_ready_replicas{" not in text
     assert "# TYPE tailguard_ready_replicas gauge" in text, "the family is described even so"
+
+
+@pytest.mark.parametrize("accept", ACCEPT_HEADERS.values(), ids=ACCEPT_HEADERS.keys())
+def test_the_decision_counters_read_as_a_prometheus_client_counter(accept: str | None) -> None:
+    """Against a real ``Counter`` fed the same decisions: the same families, samples and counts
+    (creation times differ by when each was made, so only their presence is compared)."""
+    steps = [
+        (("team-a", "chat"), "Steady", "none"),
+        (("team-a", "chat"), "Steady", "none"),
+        (("team-a", "chat"), "LoadRising", "applied"),
+        (("we\\ird", 'na"me\n'), "SLOBreach", "applied"),
+    ]
+    reference_registry = CollectorRegistry()
+    reference = Counter(DECISIONS, DECISIONS_HELP, DECISION_LABELS, registry=reference_registry)
+    ours = ServiceDecisions(lambda: 1_800_000_000.0)
+    ours_registry = CollectorRegistry()
+    ours_registry.register(ours)
+    for key, reason, action in steps:
+        reference.labels(*key, reason, action).inc()
+        ours.inc(key, reason, action)
+    encoder, content_type = choose_encoder(accept or "")
+    openmetrics = content_type.startswith("application/openmetrics-text")
+    text = ours.render(openmetrics=openmetrics) + (b"# EOF\n" if openmetrics else b"")
+
+    def counted(samples: set[Sample]) -> set[Sample]:
+        return {(n, labels, value if n.endswith("_total") else "-") for n, labels, value in samples}
+
+    expected = counted(_samples(encoder(reference_registry), content_type))
+    assert counted(_samples(text, content_type)) == expected
+    assert counted(_samples(encoder(ours_registry), content_type)) == expected, "and through the registry"
+    assert ("tailguard_decisions_total", (("action", "none"), ("inference_service", "chat"),
+            ("namespace", "team-a"), ("reason", "Steady")), "2.0") in expected  # fmt: skip
+    ours.forget(("team-a", "chat"))
+    assert b"team-a" not in ours.render(openmetrics=openmetrics)

@@ -11,8 +11,7 @@ from typing import Any
 from tailguard import policy
 from tailguard.api import AutoscalingMode, InferenceService
 from tailguard.metrics.figures import ServiceFigures
-from tailguard.reconcile.adapt import observation, policy_config
-from tailguard.reconcile.children import foreign_replica_writers
+from tailguard.reconcile.adapt import observation
 from tailguard.reconcile.conditions import (
     ConditionUpdate,
     find_condition,
@@ -38,15 +37,15 @@ class AutoscaleInput:
     isvc: InferenceService
     workload: Workload
     figures: ServiceFigures
-    deployment: dict[str, Any] | None
+    #: The policy's view of the spec (``adapt.policy_config``, over the figures' rate windows).
+    config: policy.PolicyConfig
+    #: Field managers other than tailguard that own the Deployment's replicas
+    #: (``children.foreign_replica_writers``): while any does, tailguard only advises.
+    writers: list[str]
     #: The policy's state from the last step, or None when nothing was recorded (cautious start).
     state: policy.PolicyState | None
     now: float
     metrics_ok: bool
-    #: The ``rate()`` window of the queries behind ``figures``, in seconds.
-    rate_window_s: float
-    #: The window of the burst rate behind ``figures``, in seconds.
-    burst_window_s: float
     #: The conditions in status as they stand (camelCase dicts, as read).
     conditions: list[dict[str, Any]]
 
@@ -152,11 +151,11 @@ def autoscale(inp: AutoscaleInput) -> AutoscaleResult:
     mode = isvc.spec.autoscaling.mode
     status = isvc.status
     current = running_size(isvc)  # DryRun and Manual: where the spec puts the service
-    config = policy_config(isvc, rate_window_s=inp.rate_window_s, burst_window_s=inp.burst_window_s)
+    config = inp.config
     obs = observation(inp.figures, inp.workload, current, metrics_ok=inp.metrics_ok)
     decision, new_state = policy.decide(config, inp.state or policy.PolicyState(), obs, inp.now)
 
-    writers = foreign_replica_writers(inp.deployment)
+    writers = inp.writers
     changes_replicas = decision.valid and decision.replicas != current.replicas
     # Never start a max-batch change (a restart of every replica) during another rollout.
     changes_batch = (

@@ -34,16 +34,16 @@ from tailguard.metrics.figures import MetricsReading, SloEdges, figures_for, rea
 from tailguard.metrics.prometheus import PrometheusSource
 from tailguard.metrics.promql import QueryScope
 from tailguard.metrics.results import ServiceKey
-from tailguard.policy import PolicyState
-from tailguard.reconcile.adapt import slo_seconds
+from tailguard.policy import PolicyConfig, PolicyState
+from tailguard.reconcile.adapt import policy_config, slo_seconds
 from tailguard.reconcile.autoscale import AutoscaleInput, AutoscaleResult, autoscale
-from tailguard.reconcile.children import sync_deployment
+from tailguard.reconcile.children import foreign_replica_writers, sync_deployment
 from tailguard.reconcile.inventory import Inventory, ServiceView
 from tailguard.reconcile.service import LiveChildren, reconcile, write_status
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 from tailguard.reconcile.timestamps import Clock, in_turn
-from tailguard.reconcile.workload import observe_workload
+from tailguard.reconcile.workload import Workload, observe_workload
 from tailguard.reconcile.writes import Priority, Write, WriteQueue
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,41 @@ class ServiceRecord:
     #: (see :meth:`rest`): the ticks before skip it at a glance.
     idle_on: Manifest | None = None
     idle_until: float = -math.inf
+    #: The policy's view of the spec, with the parse it was built from (rebuilt for a new parse).
+    config_of: tuple[InferenceService, PolicyConfig] | None = None
+    #: The workload and the other writers of its replicas, with the Deployment and pods they were
+    #: read from (objects are replaced, never mutated: the same objects say the same).
+    children_of: tuple[Manifest | None, tuple[Manifest, ...], Workload, list[str]] | None = None
+
+    def config_for(self, isvc: InferenceService, scope: QueryScope) -> PolicyConfig:
+        """The policy's view of ``isvc`` (one parse of the spec), built once per parse."""
+        held = self.config_of
+        if held is None or held[0] is not isvc:
+            config = policy_config(
+                isvc, rate_window_s=scope.rate_window_s, burst_window_s=scope.burst_window_s
+            )
+            held = self.config_of = (isvc, config)
+        return held[1]
+
+    def children(self, view: ServiceView) -> tuple[Workload, list[str]]:
+        """The workload of ``view``'s Deployment and pods and the field managers other than
+        tailguard that own its replicas, read once per version of them."""
+        pods = tuple(view.pods.values())
+        held = self.children_of
+        if (
+            held is None
+            or held[0] is not view.deployment
+            or len(held[1]) != len(pods)
+            or any(a is not b for a, b in zip(held[1], pods, strict=True))
+        ):
+            workload = observe_workload(view.deployment, pods)
+            held = self.children_of = (
+                view.deployment,
+                pods,
+                workload,
+                foreign_replica_writers(view.deployment),
+            )
+        return held[2], held[3]
 
     def spec(self, body: Manifest) -> InferenceService | None:
         """The parsed spec of ``body`` (None when invalid), parsed once per version of the body."""
@@ -551,9 +586,9 @@ class ControlLoop:
         isvc = record.spec(view.body)
         if isvc is None or isvc.spec.autoscaling.mode is AutoscalingMode.MANUAL:
             return None
-        ttft_slo_s, tpot_slo_s = slo_seconds(isvc)
-        figures = figures_for(metrics, key, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
-        workload = observe_workload(view.deployment, list(view.pods.values()))
+        config = record.config_for(isvc, self.scope)
+        figures = figures_for(metrics, key, ttft_slo_s=config.ttft_slo_s, tpot_slo_s=config.tpot_slo_s)
+        workload, writers = record.children(view)
         state = prior.result.state if prior is not None else record.state
         if state is None:
             stored = isvc.metadata.annotations.get(POLICY_STATE_ANNOTATION)
@@ -563,12 +598,11 @@ class ControlLoop:
                 isvc=isvc,
                 workload=workload,
                 figures=figures,
-                deployment=view.deployment,
+                config=config,
+                writers=writers,
                 state=state,
                 now=now,
                 metrics_ok=metrics.ok,
-                rate_window_s=self.scope.rate_window_s,
-                burst_window_s=self.scope.burst_window_s,
                 conditions=list((view.body.get("status") or {}).get("conditions") or []),
             )
         )

@@ -1,10 +1,12 @@
-"""Every service's gauges, held as plain values and written straight to the exposition text.
+"""Every service's gauges and decision counters, held as plain values and written straight to the
+exposition text.
 
 At 500 services the per-service gauges are thousands of samples; prometheus_client formats each
 one through a generic path (label validation and escaping, a sample object per value) at every
 scrape, which took a tenth of the operator's CPU. Here each service's labels are escaped once and a
 scrape writes one line per value. :class:`ServiceSeries` is also an ordinary collector, so a
-registry holding it answers ``get_sample_value`` and prometheus_client's own exposition as before.
+registry holding it answers ``get_sample_value`` and prometheus_client's own exposition as before;
+so is :class:`ServiceDecisions`, the decision counters, written the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import cast
 
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from tailguard.metrics.results import ServiceKey
@@ -94,4 +96,87 @@ class ServiceSeries:
                 value = values.get(attribute)
                 if value is not None:
                     lines.append(f"{name}{labels} {_go_float(value)}\n")
+        return "".join(lines).encode()
+
+
+#: The decision counter's name (without ``_total``) and help.
+DECISIONS = "tailguard_decisions"
+DECISIONS_HELP = "Autoscaling decisions, by reason code and whether they changed anything."
+DECISION_LABELS = (*SERVICE_LABELS, "reason", "action")
+
+
+class _Count:
+    """One decision series: its label text (escaped once), its count, and when it was created."""
+
+    __slots__ = ("created", "labels", "value")
+
+    def __init__(self, labels: str, created: float) -> None:
+        self.labels = labels
+        self.value = 0.0
+        self.created = created
+
+
+class ServiceDecisions:
+    """``tailguard_decisions_total{namespace,inference_service,reason,action}`` for every service.
+
+    Counted from the control loop's thread and read from the metrics server's: a scrape works on
+    a snapshot, and a count only grows.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._counts: dict[ServiceKey, dict[tuple[str, str], _Count]] = {}
+
+    def inc(self, key: ServiceKey, reason: str, action: str) -> None:
+        """Count one decision of service ``key``."""
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = {}
+        count = counts.get((reason, action))
+        if count is None:
+            namespace, name = key
+            labels = (
+                f'{{namespace="{_label_value(namespace)}",inference_service="{_label_value(name)}",'
+                f'reason="{_label_value(reason)}",action="{_label_value(action)}"}}'
+            )
+            count = counts[reason, action] = _Count(labels, self._clock())
+        count.value += 1.0
+
+    def forget(self, key: ServiceKey) -> None:
+        """Drop a service's counters."""
+        self._counts.pop(key, None)
+
+    def _snapshot(self) -> list[tuple[ServiceKey, tuple[str, str], _Count]]:
+        return [
+            (key, labels, count)
+            for key, counts in list(self._counts.items())
+            for labels, count in list(counts.items())
+        ]
+
+    def describe(self) -> Iterable[Metric]:
+        """The family without samples."""
+        return [CounterMetricFamily(DECISIONS, DECISIONS_HELP)]
+
+    def collect(self) -> Iterable[Metric]:
+        """The family with every service's samples, for prometheus_client's own exposition."""
+        family = CounterMetricFamily(DECISIONS, DECISIONS_HELP, labels=DECISION_LABELS)
+        for key, (reason, action), count in self._snapshot():
+            family.add_metric([*key, reason, action], count.value, created=count.created)
+        yield family
+
+    def render(self, *, openmetrics: bool) -> bytes:
+        """The family as exposition text, as prometheus_client writes a counter in either format:
+        ``_total`` and ``_created`` as two families in the Prometheus text format, one in OpenMetrics."""
+        snapshot = self._snapshot()
+        total, created = f"{DECISIONS}_total", f"{DECISIONS}_created"
+        if openmetrics:
+            lines = [f"# HELP {DECISIONS} {DECISIONS_HELP}\n# TYPE {DECISIONS} counter\n"]
+            for _, _, count in snapshot:
+                lines.append(f"{total}{count.labels} {_go_float(count.value)}\n")
+                lines.append(f"{created}{count.labels} {_go_float(count.created)}\n")
+            return "".join(lines).encode()
+        lines = [f"# HELP {total} {DECISIONS_HELP}\n# TYPE {total} counter\n"]
+        lines.extend(f"{total}{count.labels} {_go_float(count.value)}\n" for _, _, count in snapshot)
+        lines.append(f"# HELP {created} {DECISIONS_HELP}\n# TYPE {created} gauge\n")
+        lines.extend(f"{created}{count.labels} {_go_float(count.created)}\n" for _, _, count in snapshot)
         return "".join(lines).encode()

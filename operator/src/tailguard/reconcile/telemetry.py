@@ -6,6 +6,7 @@ Names are a contract with the Grafana dashboard and the docs; change them delibe
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -14,7 +15,7 @@ from prometheus_client.metrics_core import Metric
 
 from tailguard import policy
 from tailguard.metrics.figures import ServiceFigures
-from tailguard.reconcile.service_series import SERVICE_LABELS, ServiceSeries
+from tailguard.reconcile.service_series import ServiceDecisions, ServiceSeries
 from tailguard.reconcile.workload import Workload
 
 _LOOP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -47,16 +48,12 @@ class Telemetry:
     def __init__(self) -> None:
         self.loop_registry = CollectorRegistry()
         self.series = ServiceSeries()
+        self.decisions = ServiceDecisions(time.time)
         self.registry = CollectorRegistry()
         self.registry.register(_Forward(self.loop_registry))
         self.registry.register(self.series)
+        self.registry.register(self.decisions)
         r = self.loop_registry
-        self.decisions = Counter(
-            "tailguard_decisions",
-            "Autoscaling decisions, by reason code and whether they changed anything.",
-            [*SERVICE_LABELS, "reason", "action"],
-            registry=r,
-        )
         self.loop_duration = Histogram(
             "tailguard_loop_duration_seconds",
             "Time one control cycle took: the Prometheus reading and every decision, up to queuing "
@@ -119,9 +116,6 @@ class Telemetry:
         self.services = Gauge(
             "tailguard_inference_services", "InferenceServices the loop manages.", registry=r
         )
-        # Each service's decision counters, looked up once: ``labels()`` validates and locks at
-        # every call. Created on first use, as ``labels()`` would create them.
-        self._decision_series: dict[tuple[str, str], dict[tuple[str, str], Counter]] = {}
 
     def record_step(
         self,
@@ -134,12 +128,7 @@ class Telemetry:
         config: policy.PolicyConfig,
     ) -> None:
         """Export one step's figures and decision for service ``key`` (namespace, name)."""
-        reason, action = str(decision.reason_code), "applied" if applied else "none"
-        counters = self._decision_series.setdefault(key, {})
-        counter = counters.get((reason, action))
-        if counter is None:
-            counter = counters[reason, action] = self.decisions.labels(*key, reason, action)
-        counter.inc()
+        self.decisions.inc(key, str(decision.reason_code), "applied" if applied else "none")
         values: dict[str, float | None] = {
             "desired_replicas": decision.replicas,
             "ready_replicas": workload.ready,
@@ -164,18 +153,21 @@ class Telemetry:
 
     def exposition(self, accept: str | None) -> tuple[bytes, str]:
         """Every metric as the text a scrape with this ``Accept`` header asks for, and its content
-        type: the loop's metrics through prometheus_client, every service's gauges written
-        directly (:meth:`ServiceSeries.render`). A format other than the Prometheus text format and
-        OpenMetrics 1.0 goes all the way through prometheus_client."""
+        type: the loop's metrics through prometheus_client, every service's gauges and decision
+        counters written directly (:meth:`ServiceSeries.render`, :meth:`ServiceDecisions.render`).
+        A format other than the Prometheus text format and OpenMetrics 1.0 goes all the way through
+        prometheus_client."""
         encoder, content_type = choose_encoder(accept or "")
         if content_type.startswith(_TEXT):
-            return encoder(self.loop_registry) + self.series.render(), content_type
+            return encoder(self.loop_registry) + self.series.render() + self.decisions.render(
+                openmetrics=False
+            ), content_type
         if content_type.startswith(_OPENMETRICS_1) and (text := encoder(self.loop_registry)).endswith(_EOF):
-            return text[: -len(_EOF)] + self.series.render() + _EOF, content_type
+            services = self.series.render() + self.decisions.render(openmetrics=True)
+            return text[: -len(_EOF)] + services + _EOF, content_type
         return encoder(self.registry), content_type
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted service's series so dashboards do not show ghosts."""
         self.series.forget((namespace, name))
-        for reason, action in self._decision_series.pop((namespace, name), {}):
-            self.decisions.remove(namespace, name, reason, action)
+        self.decisions.forget((namespace, name))
