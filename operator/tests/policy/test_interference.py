@@ -202,3 +202,27 @@ def test_a_hard_bound_has_no_miss_curve(tpot_slo_s: float | None, max_batch: int
     cap = _code_completion(MODEL, tpot_slo_s=tpot_slo_s, max_batch=max_batch)
     assert cap.bound != "TPOT SLO"
     assert cap.misses is None
+
+
+@pytest.mark.parametrize("tpot_slo_s", [0.03, 0.05], ids=["batch of one", "code completion"])
+def test_the_miss_curve_reads_one_percent_at_the_capacity_sizing_uses(tpot_slo_s: float) -> None:
+    """Where even a batch of one misses the TPOT SLO in the model (several times the 1% at 30 ms),
+    the capacity is held at that batch and the curve is read from it: 1% there, the model's
+    growth above it. A softened hold then does not flip to the unsoftened one as the learned
+    model wobbles across that edge."""
+    cap = _code_completion(StepModel(0.0074, 0.000055, True, 0.00003, True), tpot_slo_s=tpot_slo_s)
+    curve = cap.misses
+    assert curve is not None
+    assert curve.share(1.0) == pytest.approx(0.01, rel=1e-6)
+    shares = [curve.share(y) for y in (1.0, 1.2, 1.5, 2.0)]
+    assert shares == sorted(shares), shares
+    assert shares[-1] > 0.02, "the growth above the capacity is kept"
+    assert curve.share(curve.saturation) == 1.0
+
+
+def test_a_bound_whose_mean_step_misses_stays_a_cliff() -> None:
+    """At 12 ms the mean step alone breaks the SLO at a batch of one: every request misses there,
+    and the curve says so."""
+    curve = _code_completion(StepModel(0.0074, 0.000055, True, 0.00003, True), tpot_slo_s=0.012).misses
+    assert curve is not None
+    assert curve.share(1.0) == 1.0

@@ -308,6 +308,7 @@ def _miss_curve(
     budget_s: float,
     offset_s: float | None,
 ) -> MissCurve | None:
+    """How misses grow above the TPOT bound at ``batch`` (see :class:`MissCurve`)."""
     rate = rate_at(batch)
     saturation = rate_at(max(hard, batch)) / rate / _HARD_LIMIT_MARGIN if rate > 0 else 1.0
     if saturation <= 1.0:
@@ -330,7 +331,18 @@ def _miss_curve(
         points.append((rate_at(n) / rate, miss))
         if miss >= 1.0:
             break
-    return MissCurve(tuple(points), saturation)
+    curve = MissCurve(tuple(points), saturation)
+    at_capacity = curve.share(1.0)
+    if _P99_MISS < at_capacity < 1.0:
+        # The model's tail reads more than the 1% a p99 SLO leaves at the capacity: the batch of
+        # one it is held at (no batch meets the SLO in the model) or a batch seen within the SLO.
+        # Sizing uses that capacity all the same, and the curve says how misses grow above what
+        # sizing holds: it is read from the capacity, its shape kept, its level set to 1% there.
+        # Else a hold softened by it flips to the unsoftened one whenever the learned model
+        # wobbles across that edge, and the scale-down window keeps the larger fleet.
+        scale = _P99_MISS / at_capacity
+        curve = MissCurve(tuple((x, m if m >= 1.0 else m * scale) for x, m in points), saturation)
+    return curve
 
 
 @dataclass(frozen=True)
