@@ -160,18 +160,3 @@ def test_a_services_body_is_its_views_body_and_none_once_dropped() -> None:
     assert inventory.body(KEY) is view.body
     inventory.drop_service(KEY)
     assert inventory.body(KEY) is None
-
-
-def test_a_replaced_or_dropped_copy_marks_its_service_touched_and_a_shadowed_one_does_not() -> None:
-    clock = _Clock()
-    inventory = Inventory(clock)
-    inventory.put_service(_at(1))
-    assert inventory.take_touched() == {KEY}
-    assert inventory.take_touched() == set(), "taken once"
-    inventory.put_written(_at(3))
-    assert inventory.take_touched() == {KEY}, "the answer to a write replaces the copy"
-    inventory.put_service(_at(2))  # older than the written one: not kept
-    inventory.put_service(_at(3))  # the written version itself: nothing replaced
-    assert inventory.take_touched() == set()
-    inventory.drop_service(KEY)
-    assert (inventory.take_touched(), inventory.count()) == ({KEY}, 0)

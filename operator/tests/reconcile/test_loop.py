@@ -500,45 +500,6 @@ def test_a_resting_service_is_passed_over_until_its_grid_point_or_a_change(
     assert (looked, resynced) == ([NOW + 18], [NOW + 18])
 
 
-def test_a_tick_looks_only_at_services_that_may_have_something_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Resting services are not even looked up; a new copy, a child's change, the end of a rest
-    and a deletion each bring one back to the tick."""
-    harness = Harness(FakePrometheus())
-    names = [f"svc-{i}" for i in range(5)]
-    for name in names:
-        harness.add(name)
-    looked: list[str] = []
-    real_body = harness.inventory.body
-    monkeypatch.setattr(harness.inventory, "body", lambda key: looked.append(key[1]) or real_body(key))
-    harness.run(NOW)  # each decided for (nothing to read: held), then left awake for one look
-    for name in names:
-        harness.refresh(name)
-    harness.run(NOW + 1)
-    harness.run(NOW + 2)
-    looked.clear()
-    for t in range(3, 14):
-        harness.run(NOW + t)
-    assert looked == [], "every service resting: no look at any"
-    harness.refresh("svc-1")  # a new copy
-    harness.inventory.put_pod(_ready_pod("svc-3-0", "svc-3"))  # a child of another changed
-    harness.run(NOW + 14)
-    assert sorted(looked) == ["svc-1", "svc-3"]
-    looked.clear()
-    harness.run(NOW + 15)  # the grid point: every rest ends
-    assert sorted(set(looked)) == names
-    harness.inventory.drop_service(("team-a", "svc-2"))
-    looked.clear()
-    harness.run(NOW + 16)
-    assert "svc-2" in looked, "a deletion is looked at, and its record and series go"
-    assert ("team-a", "svc-2") not in harness.loop._records
-    assert (
-        harness.telemetry.registry.get_sample_value(
-            "tailguard_desired_replicas", {"namespace": "team-a", "inference_service": "svc-2"}
-        )
-        is None
-    )
-
-
 def test_a_service_is_left_to_its_spec_handler_until_its_first_reconcile() -> None:
     harness = Harness(
         FakePrometheus(

@@ -87,8 +87,6 @@ class Inventory:
         self._deployments: dict[ServiceKey, Manifest] = {}
         self._pods: dict[ServiceKey, dict[str, Manifest]] = {}
         self._dirty: set[ServiceKey] = set()
-        #: Services whose copy was replaced or dropped since the last :meth:`take_touched`.
-        self._touched: set[ServiceKey] = set()
 
     def put_service(self, body: Manifest) -> None:
         """A version of an InferenceService from the watch: kept unless it predates one written."""
@@ -109,7 +107,6 @@ class Inventory:
                 return  # delivered before the written version, so older than it
             del self._written[key]
         self._services[key] = _copy(body)
-        self._touched.add(key)
 
     def put_written(self, body: Manifest) -> None:
         """An InferenceService as the API server answered the operator's write to it: newer than
@@ -127,13 +124,11 @@ class Inventory:
             return
         self._services[key] = body
         self._written[key] = (version, self._clock())
-        self._touched.add(key)
 
     def drop_service(self, key: ServiceKey) -> None:
         self._services.pop(key, None)
         self._written.pop(key, None)
         self._delivered.pop(key, None)
-        self._touched.add(key)
 
     def put_deployment(self, body: Manifest) -> None:
         owner = _owner(body)
@@ -163,15 +158,6 @@ class Inventory:
         """Services whose Deployment or pods changed since the last call (and forget them)."""
         changed, self._dirty = self._dirty, set()
         return changed
-
-    def take_touched(self) -> set[ServiceKey]:
-        """Services whose copy was replaced or dropped since the last call (and forget them)."""
-        touched, self._touched = self._touched, set()
-        return touched
-
-    def count(self) -> int:
-        """How many InferenceServices are known."""
-        return len(self._services)
 
     def mark_changed(self, keys: set[ServiceKey]) -> None:
         """Keep services marked for the next :meth:`take_changed`."""

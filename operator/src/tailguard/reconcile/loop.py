@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import heapq
 import logging
 import math
 import time
@@ -303,11 +302,6 @@ class ControlLoop:
         #: Since when readings have failed, and when the last one failed (None: the last succeeded).
         self._failing_since: float | None = None
         self._failed_at: float = -math.inf
-        #: Services the next tick looks at whatever happens: those the last tick did not put to rest.
-        self._awake: set[ServiceKey] = set()
-        #: When resting services' rests end: (idle_until, key), one entry per rest (an entry of an
-        #: earlier rest wakes the service for one look, which finds it resting still).
-        self._wakes: list[tuple[float, ServiceKey]] = []
 
     async def run_once(self, now: float | None = None) -> CycleReport:
         """One tick: resync what is due for it, and if any service is due for a decision, read
@@ -317,34 +311,19 @@ class ControlLoop:
         report = CycleReport()
         due: list[ServiceKey] = []
         resync: list[ServiceKey] = []
-        # Only the services that may have something to do are looked at: those whose copy was
-        # replaced or dropped, or whose Deployment or pods changed, since the last tick, those the
-        # last tick did not put to rest, and those whose rest ends now. At 500 services nearly all
-        # rest between their decisions, and looking at each at every tick cost a twentieth of the
-        # operator's CPU.
-        touched = self.inventory.take_touched()
+        keys = self.inventory.keys()
         # Pods or a Deployment that changed are reflected in status at the next tick, not the next
         # periodic resync; a service deciding this tick, or still writing, keeps its mark.
         changed = self.inventory.take_changed()
-        while self._wakes and self._wakes[0][0] <= now:
-            self._awake.add(heapq.heappop(self._wakes)[1])
-        candidates = self._awake | touched | changed
-        self._awake = set(candidates)
-        present: set[ServiceKey] = set()
-        self.telemetry.services.set(self.inventory.count())
-        for key in sorted(candidates):
+        self.telemetry.services.set(len(keys))
+        for key in keys:
             body = self.inventory.body(key)
             if body is None:
-                self._forget(key)
                 continue
-            present.add(key)
             record = self._records.get(key)
             resting = record is not None and record.idle_on is body and now < record.idle_until
             if resting and key not in changed:
-                # The same copy, the same children, and nothing due before idle_until (a wake
-                # for an earlier rest, or a new copy that is this very one): its wake is queued.
-                self._awake.discard(key)
-                continue
+                continue  # the same copy, the same children, and nothing due before idle_until
             if not first_reconcile_done(body):
                 # Its spec handler has not run yet: there is nothing to act on, and a status
                 # written now would race the handler's own writes (at 2,000 new services, three of
@@ -362,16 +341,17 @@ class ControlLoop:
             elif key in changed or now - record.resynced_at >= RESYNC_INTERVAL_S:
                 if key not in changed and body is record.resynced_quiet:
                     record.resynced_at = now  # the same copy, the same children: nothing to find
-                    self._rest(key, record, body)
+                    record.rest(body)
                     continue
                 if self.writes.busy(key):
                     continue  # its write lands first; resynced at a later tick
                 resync.append(key)  # not in the same tick as a decision: both write status
                 changed.discard(key)
             else:
-                self._rest(key, record, body)
-        self.inventory.mark_changed(changed & present)
-        report.services = self.inventory.count()
+                record.rest(body)
+        self.inventory.mark_changed(changed & set(keys))
+        self._forget_gone(set(keys))
+        report.services = len(keys)
         if not due and not resync:
             self._finish(report)
             return report
@@ -557,19 +537,10 @@ class ControlLoop:
         if report.deferred:
             self.telemetry.decisions_deferred.inc(report.deferred)
 
-    def _forget(self, key: ServiceKey) -> None:
-        """A service no longer known: its record and its series go."""
-        self._awake.discard(key)
-        if self._records.pop(key, None) is not None:
-            self.telemetry.forget(*key)
-
-    def _rest(self, key: ServiceKey, record: ServiceRecord, body: Manifest) -> None:
-        """Put a service to rest (:meth:`ServiceRecord.rest`): the ticks pass it over until its rest
-        ends or its copy or children change."""
-        record.rest(body)
-        if math.isfinite(record.idle_until):
-            heapq.heappush(self._wakes, (record.idle_until, key))
-            self._awake.discard(key)
+    def _forget_gone(self, present: set[ServiceKey]) -> None:
+        for gone in set(self._records) - present:
+            del self._records[gone]
+            self.telemetry.forget(*gone)
 
     def _resync(self, key: ServiceKey, now: float) -> int:
         """Revert drift of the Deployment and refresh the workload status, from the inventory."""
