@@ -45,6 +45,15 @@ def _label_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+def _label_text(names: tuple[str, ...], values: tuple[str, ...]) -> str:
+    """A sample's labels as the text formats write them: ``{name="value",...}``, values escaped."""
+    return (
+        "{"
+        + ",".join(f'{name}="{_label_value(value)}"' for name, value in zip(names, values, strict=True))
+        + "}"
+    )
+
+
 class ServiceSeries:
     """The gauges of :data:`SERVICE_GAUGES` for every service, by service key.
 
@@ -59,11 +68,7 @@ class ServiceSeries:
     def set(self, key: ServiceKey, values: Mapping[str, float]) -> None:
         """Replace one service's values (attribute → value; an attribute left out has no series)."""
         held = self._series.get(key)
-        if held is None:
-            namespace, name = key
-            labels = f'{{namespace="{_label_value(namespace)}",inference_service="{_label_value(name)}"}}'
-        else:
-            labels = held[0]
+        labels = _label_text(SERVICE_LABELS, key) if held is None else held[0]
         self._series[key] = (labels, dict(values))
 
     def forget(self, key: ServiceKey) -> None:
@@ -134,11 +139,7 @@ class ServiceDecisions:
             counts = self._counts[key] = {}
         count = counts.get((reason, action))
         if count is None:
-            namespace, name = key
-            labels = (
-                f'{{namespace="{_label_value(namespace)}",inference_service="{_label_value(name)}",'
-                f'reason="{_label_value(reason)}",action="{_label_value(action)}"}}'
-            )
+            labels = _label_text(DECISION_LABELS, (*key, reason, action))
             count = counts[reason, action] = _Count(labels, self._clock())
         count.value += 1.0
 
