@@ -18,7 +18,7 @@ from tailguard.metrics.promql import QueryScope, Signal, all_queries
 from tailguard.metrics.results import QueryError
 from tailguard.reconcile.inventory import Inventory, ServiceView
 from tailguard.reconcile.loop import WRITERS, ControlLoop, ServiceRecord
-from tailguard.reconcile.service import reconcile
+from tailguard.reconcile.service import LiveChildren, reconcile
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 from tailguard.reconcile.timestamps import iso
@@ -456,6 +456,81 @@ def test_a_periodic_resync_of_the_copy_a_quiet_resync_saw_is_skipped(monkeypatch
     harness.inventory.put_service(body)  # a new copy from the watch: resynced at its turn
     harness.run(NOW + 31 * 8)
     assert len(resynced) == quiet_since + 2
+
+
+def test_the_autoscalers_own_status_writes_do_not_bring_the_resync_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tailguard.reconcile import loop
+
+    resynced: list[float] = []
+    real = loop.reconcile
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        resynced.append(kwargs["now"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "reconcile", counting)
+    harness = Harness(
+        FakePrometheus(answers(load("team-a", "chat", rate=5, slow_share=0.0, running=4, waiting=0, pods=1)))
+    )
+    harness.add()
+    key = ("team-a", "chat")
+    view = harness.inventory.view(key)
+    assert view is not None
+    harness.cluster.add(view.body)  # the API server's copy: a write answers with the whole object
+    for t in range(0, 120):  # the first decisions, their writes and the resyncs they bring
+        harness.run(NOW + t)
+    quiet_since, writes = len(resynced), len(harness.cluster.status_patches)
+    for t in range(120, 600):
+        harness.run(NOW + t)
+    refreshed = harness.cluster.status_patches[writes:]
+    assert len(refreshed) >= 7, "the status is still refreshed at least once a minute"
+    assert all(set(patch) <= {"lastDecision", "observed", "conditions"} for _, _, patch in refreshed)
+    assert len(resynced) == quiet_since, "each write left a copy the resync had already seen the like of"
+    # The claim itself: a resync of the copy the writes left finds nothing to do.
+    view = harness.inventory.view(key)
+    assert view is not None
+    found = real(
+        view.body, harness.cluster, RenderSettings(), now=NOW + 600,
+        live=LiveChildren(view.deployment, list(view.pods.values())),
+    )  # fmt: skip
+    assert (found.status_patch, found.events) == ({}, [])
+    harness.inventory.put_pod(_ready_pod("chat-1"))  # a child changed: resynced after the decision
+    harness.run(NOW + 600)  # a decision's tick: the resync waits for the next
+    harness.run(NOW + 601)
+    assert len(resynced) == quiet_since + 1
+
+
+def test_a_copy_that_differs_in_what_the_resync_reads_is_resynced() -> None:
+    from tailguard.reconcile.service import resync_finds_the_same
+
+    base = manifest()
+    base["metadata"].update(resourceVersion="7", generation=2, annotations={"team": "a"})
+    base["status"] = {"readyReplicas": 1, "conditions": [{"type": "Ready", "status": "True"}]}
+
+    def changed(change: Any) -> dict[str, Any]:
+        after = copy.deepcopy(base)
+        change(after)
+        return after
+
+    same = [
+        lambda b: b["metadata"].update(resourceVersion="8", managedFields=[{"manager": "tailguard"}]),
+        lambda b: b["metadata"]["annotations"].update({"tailguard.dev/policy-state": "{}"}),
+        lambda b: b["status"].update(lastDecision={"replicas": 2}, observed={"goodput": 1.0}),
+        lambda b: b["status"]["conditions"].append({"type": "SLOMet", "status": "True"}),
+    ]
+    other = [
+        lambda b: b["spec"].update(replicas=3),
+        lambda b: b["metadata"].update(generation=3),
+        lambda b: b["metadata"]["annotations"].update({"team": "b"}),
+        lambda b: b["metadata"].update(labels={"tier": "gold"}),
+        lambda b: b["status"].update(desiredReplicas=4),
+        lambda b: b["status"].update(maxNumSeqs=128),
+        lambda b: b["status"]["conditions"][0].update(status="False"),
+    ]
+    assert [resync_finds_the_same(base, changed(c)) for c in same] == [True] * len(same)
+    assert [resync_finds_the_same(base, changed(c)) for c in other] == [False] * len(other)
 
 
 def test_a_resting_service_is_passed_over_until_its_grid_point_or_a_change(

@@ -39,7 +39,7 @@ from tailguard.reconcile.adapt import policy_config, slo_seconds
 from tailguard.reconcile.autoscale import AutoscaleInput, AutoscaleResult, autoscale
 from tailguard.reconcile.children import foreign_replica_writers, sync_deployment
 from tailguard.reconcile.inventory import Inventory, ServiceView
-from tailguard.reconcile.service import LiveChildren, reconcile, write_status
+from tailguard.reconcile.service import LiveChildren, reconcile, resync_finds_the_same, write_status
 from tailguard.reconcile.status import EventNote
 from tailguard.reconcile.telemetry import Telemetry
 from tailguard.reconcile.timestamps import Clock, in_turn
@@ -296,7 +296,8 @@ class ControlLoop:
         self._records: dict[ServiceKey, ServiceRecord] = {}
         #: The object as a writer thread's last write to it left it, until its landing is handled
         #: on the event loop and the inventory takes it.
-        self._echoes: dict[ServiceKey, Manifest] = {}
+        #: The object each service's write left, with the copy the write was computed from.
+        self._echoes: dict[ServiceKey, tuple[Manifest, Manifest]] = {}
         #: The last Prometheus reading (reused only for decisions put off from its tick).
         self._reading: MetricsReading | None = None
         #: Since when readings have failed, and when the last one failed (None: the last succeeded).
@@ -509,18 +510,28 @@ class ControlLoop:
         if self.writes.submit(Write(key, priority, work, landed, source)):
             report.coalesced += 1
 
-    def _keep_echo(self, key: ServiceKey, echo: Manifest | None) -> None:
-        """Keep the object as a write (in a writer thread) left it; the inventory takes it when
-        the landing is handled on the event loop."""
+    def _keep_echo(self, key: ServiceKey, echo: Manifest | None, base: Manifest) -> None:
+        """Keep the object as a write (in a writer thread) left it, and the copy ``base`` the write
+        was computed from; the inventory takes it when the landing is handled on the event loop."""
         if echo is not None:
-            self._echoes[key] = echo
+            self._echoes[key] = (echo, base)
 
     def _landed(self, report: CycleReport, key: ServiceKey, outcome: int | Exception) -> None:
         """Account for one service's write in the report of the cycle that queued it, and keep the
         object as the write left it (even if a later write of the same job failed)."""
-        echo = self._echoes.pop(key, None)
-        if echo is not None:
+        kept = self._echoes.pop(key, None)
+        if kept is not None:
+            echo, base = kept
             self.inventory.put_written(echo)
+            record = self._records.get(key)
+            if (
+                record is not None
+                and record.resynced_quiet is base
+                and self.inventory.body(key) is echo
+                and resync_finds_the_same(base, echo)
+            ):
+                # Only the autoscaler's own fields changed: the resync would find nothing again.
+                record.resynced_quiet = echo
         if isinstance(outcome, Exception):
             if _gone(outcome):
                 # Deleted (or its namespace terminating) meanwhile: nothing to do.
@@ -568,7 +579,7 @@ class ControlLoop:
             for note in result.action_events:
                 self.post_event(key[0], key[1], note)
             return len(result.action_events)
-        self._keep_echo(key, echo)
+        self._keep_echo(key, echo, view.body)
         for note in result.events:
             self.post_event(key[0], key[1], note)
         return int(bool(result.status_patch)) + len(result.events)
@@ -651,7 +662,7 @@ class ControlLoop:
                     record.conflicted_on = view.body
                 return 0
             writes += 1
-            self._keep_echo(key, echo)
+            self._keep_echo(key, echo, view.body)
         if record is not None:
             record.state = result.state
         if pending.persist_state:
@@ -665,7 +676,7 @@ class ControlLoop:
                 {"annotations": {POLICY_STATE_ANNOTATION: result.state_json}},
             )
             writes += 1
-            self._keep_echo(key, state_echo)
+            self._keep_echo(key, state_echo, view.body)
         if result.apply:
             # Straight from the decision: the size is not read back from a status being written.
             outcome = sync_deployment(pending.isvc, self.cluster, result.size, self.render, view.deployment)

@@ -14,13 +14,20 @@ from tailguard.api import (
     parse_inference_service,
 )
 from tailguard.k8s.cluster import ClusterAPI, Manifest
-from tailguard.k8s.labels import selector_labels
+from tailguard.k8s.labels import POLICY_STATE_ANNOTATION, selector_labels
 from tailguard.k8s.render import RenderSettings
 from tailguard.reconcile.children import sync_children, sync_deployment
 from tailguard.reconcile.conditions import find_condition
 from tailguard.reconcile.rollout_repair import repair_stalled_rollout
 from tailguard.reconcile.sizing import running_size
-from tailguard.reconcile.status import EventNote, changed_fields, invalid_spec_status, workload_status
+from tailguard.reconcile.status import (
+    WORKLOAD_CONDITIONS,
+    WORKLOAD_STATUS_FIELDS,
+    EventNote,
+    changed_fields,
+    invalid_spec_status,
+    workload_status,
+)
 from tailguard.reconcile.workload import Workload, observe_workload
 
 #: Ready reasons that deserve a Warning Event when they appear.
@@ -119,6 +126,42 @@ def reconcile(
     ):
         result.status_events.append(EventNote("Warning", new_ready["reason"], new_ready["message"]))
     return result
+
+
+#: Metadata :func:`reconcile` does not read: the version, the field managers, and (apart from the
+#: policy's state) the annotations, which are compared on their own.
+_UNREAD_METADATA = frozenset({"resourceVersion", "managedFields", "annotations"})
+
+
+def resync_finds_the_same(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether :func:`reconcile` finds for ``after`` what it found for ``before``, their children
+    being the same: the two copies differ at most in what the autoscaler writes (its own status
+    fields and conditions, the policy-state annotation) and in their version.
+
+    A status write of the autoscaler comes back as such a copy, about once a minute per service; a
+    resync that found nothing to do on the copy before it would find nothing again.
+    """
+    if before.get("spec") != after.get("spec") or before.get("apiVersion") != after.get("apiVersion"):
+        return False
+    meta_before, meta_after = before.get("metadata") or {}, after.get("metadata") or {}
+    for key in (meta_before.keys() | meta_after.keys()) - _UNREAD_METADATA:
+        if meta_before.get(key) != meta_after.get(key):
+            return False
+    if _annotations_read(meta_before) != _annotations_read(meta_after):
+        return False
+    status_before, status_after = before.get("status") or {}, after.get("status") or {}
+    for key in WORKLOAD_STATUS_FIELDS - {"conditions"}:
+        if status_before.get(key) != status_after.get(key):
+            return False
+    return _workload_conditions(status_before) == _workload_conditions(status_after)
+
+
+def _annotations_read(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (meta.get("annotations") or {}).items() if k != POLICY_STATE_ANNOTATION}
+
+
+def _workload_conditions(status: Mapping[str, Any]) -> list[Any]:
+    return [c for c in status.get("conditions") or [] if c.get("type") in WORKLOAD_CONDITIONS]
 
 
 def write_status(

@@ -41,6 +41,16 @@ class EventNote:
     message: str
 
 
+#: The status fields :func:`workload_status` writes, and the condition types it sets.
+WORKLOAD_STATUS_FIELDS = frozenset(
+    {
+        "observedGeneration", "replicas", "readyReplicas", "pendingReplicas", "desiredReplicas",
+        "ready", "labelSelector", "maxNumSeqs", "image", "conditions",
+    }
+)  # fmt: skip
+WORKLOAD_CONDITIONS = frozenset({"Ready", "InvalidSpec"})
+
+
 def workload_status(
     isvc: InferenceService, workload: Workload, size: RunningSize, *, now: float
 ) -> dict[str, Any]:
