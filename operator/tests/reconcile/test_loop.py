@@ -426,7 +426,8 @@ def test_resync_parses_a_spec_once_per_version_of_the_body(monkeypatch: pytest.M
     assert parsed == ["chat", "chat"]
 
 
-def test_a_periodic_resync_of_the_copy_a_quiet_resync_saw_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+def count_resyncs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The times of the loop's resyncs from now on (each a call of ``reconcile``), as they happen."""
     from tailguard.reconcile import loop
 
     resynced: list[float] = []
@@ -437,6 +438,11 @@ def test_a_periodic_resync_of_the_copy_a_quiet_resync_saw_is_skipped(monkeypatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(loop, "reconcile", counting)
+    return resynced
+
+
+def test_a_periodic_resync_of_the_copy_a_quiet_resync_saw_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    resynced = count_resyncs(monkeypatch)
     harness = Harness(FakePrometheus())
     harness.add(autoscaling={"mode": "Manual"})
     for tick in range(3):  # seen, then periodic resyncs: the status written comes back by the watch
@@ -461,16 +467,7 @@ def test_a_periodic_resync_of_the_copy_a_quiet_resync_saw_is_skipped(monkeypatch
 def test_the_autoscalers_own_status_writes_do_not_bring_the_resync_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tailguard.reconcile import loop
-
-    resynced: list[float] = []
-    real = loop.reconcile
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        resynced.append(kwargs["now"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(loop, "reconcile", counting)
+    resynced = count_resyncs(monkeypatch)
     harness = Harness(
         FakePrometheus(answers(load("team-a", "chat", rate=5, slow_share=0.0, running=4, waiting=0, pods=1)))
     )
@@ -491,7 +488,7 @@ def test_the_autoscalers_own_status_writes_do_not_bring_the_resync_back(
     # The claim itself: a resync of the copy the writes left finds nothing to do.
     view = harness.inventory.view(key)
     assert view is not None
-    found = real(
+    found = reconcile(
         view.body, harness.cluster, RenderSettings(), now=NOW + 600,
         live=LiveChildren(view.deployment, list(view.pods.values())),
     )  # fmt: skip
@@ -563,11 +560,7 @@ def test_a_resting_service_is_passed_over_until_its_grid_point_or_a_change(
     harness.refresh()
     harness.run(NOW + 16)
     looked.clear()
-    resynced: list[float] = []
-    real_reconcile = loop.reconcile
-    monkeypatch.setattr(
-        loop, "reconcile", lambda *a, **k: resynced.append(k["now"]) or real_reconcile(*a, **k)
-    )
+    resynced = count_resyncs(monkeypatch)
     harness.run(NOW + 17)
     assert (looked, resynced) == ([], [])
     harness.inventory.put_pod(_ready_pod("chat-1"))  # a child changed: resynced at the next tick
