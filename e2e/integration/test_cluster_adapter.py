@@ -1,5 +1,5 @@
 """The operator's own API paths against a real API server, authenticated as the operator's
-ServiceAccount: merge patches straight through the client's connection pool, and the list-and-watch
+ServiceAccount: merge patches over the writers' kept-alive connections, and the list-and-watch
 of InferenceServices."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from kubernetes import config
 
 from lib.kube import Kube
 from lib.operator import Identity
+from tailguard.k8s import cluster as cluster_module
 from tailguard.k8s.cluster import ApiError, ConflictError, KubernetesCluster, Manifest
 from tailguard.k8s.watch import ApiEndpoint, ListWatch, resource_path
 
@@ -34,9 +35,17 @@ def _cluster(identity: Identity) -> KubernetesCluster:
     return KubernetesCluster("tailguard-test", api_client=client)
 
 
+@pytest.mark.parametrize("path", ["kept-alive connections", "the client's pool (behind a proxy)"])
 def test_merge_patches_answer_the_object_and_refuse_a_stale_version(
-    kube: Kube, operator_identity: Identity, namespace: str, crd: dict[str, Any]
+    kube: Kube,
+    operator_identity: Identity,
+    namespace: str,
+    crd: dict[str, Any],
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if path.startswith("the client's pool"):
+        monkeypatch.setattr(cluster_module, "_kept_alive", lambda _configuration: None)
     kube.apply(_service("chat", namespace))
     cluster = _cluster(operator_identity)
     written = cluster.patch_status(*ISVC, namespace, "chat", {"desiredReplicas": 3})

@@ -6,12 +6,17 @@ Reconcile code depends only on :class:`ClusterAPI`; tests pass :class:`FakeClust
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 import orjson
+
+from tailguard.k8s.transport import KeptAliveConnections
+
+log = logging.getLogger(__name__)
 
 #: A Kubernetes object as JSON data (the one definition; every module that handles objects uses it).
 Manifest = dict[str, Any]
@@ -210,11 +215,11 @@ class FakeCluster:
         self.events.append((str(involved.get("name")), type_, reason, message))
 
 
-def _written(response: Any) -> Manifest | None:
+def _written(data: bytes) -> Manifest | None:
     """The object a write answered with (``None`` if the answer is not one). Parsed with orjson: every
     status write of the control loop answers with the whole object, kept as the service's copy."""
     try:
-        body = orjson.loads(response.data)
+        body = orjson.loads(data)
     except (TypeError, ValueError):
         return None
     return body if isinstance(body, dict) and "metadata" in body else None
@@ -233,6 +238,19 @@ def _drain(response: Any) -> None:
 WRITE_TIMEOUT_S = (10.0, 60.0)
 
 
+def _kept_alive(configuration: Any) -> KeptAliveConnections | None:
+    """The writers' kept-alive connections to the configuration's server; ``None`` (the client's
+    own pool) behind a proxy, or when its TLS settings cannot be read here (the client reports
+    that at its first request)."""
+    try:
+        return KeptAliveConnections.from_client_configuration(
+            configuration, connect_timeout_s=WRITE_TIMEOUT_S[0], read_timeout_s=WRITE_TIMEOUT_S[1]
+        )
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        log.warning("merge patches go through the official client's pool: %s", exc)
+        return None
+
+
 class KubernetesCluster:
     """:class:`ClusterAPI` over the official client's dynamic API (server-side apply)."""
 
@@ -247,6 +265,7 @@ class KubernetesCluster:
         self._field_manager = field_manager
         self._api_client = api_client or client.ApiClient()
         self._dynamic = dynamic.DynamicClient(self._api_client)  # type: ignore[no-untyped-call]
+        self._connections = _kept_alive(self._api_client.configuration)
         # The dynamic client's discovery cache is not thread-safe, and kopf runs sync handlers in
         # worker threads: resolve each kind once, under a lock.
         self._lock = threading.Lock()
@@ -335,10 +354,10 @@ class KubernetesCluster:
         return self._merge_patch(path, {"metadata": metadata})
 
     def _merge_patch(self, path: str, body: Manifest) -> Manifest | None:
-        """A JSON merge patch through the client's own connection pool and credentials, without
-        its generic request machinery (parameter sanitising, serialising, header negotiation):
-        the control loop's status writes, about one per service and minute, spent a third of their
-        CPU there. Raises :class:`ApiError` for an answer other than 2xx."""
+        """A JSON merge patch with the client's credentials, without its generic request machinery
+        (parameter sanitising, serialising, header negotiation): over this thread's kept-alive
+        connection (:mod:`tailguard.k8s.transport`), or behind a proxy through the client's own
+        pool. Raises :class:`ApiError` for an answer other than 2xx."""
         configuration = self._api_client.configuration
         headers = {
             "Content-Type": "application/merge-patch+json",
@@ -346,16 +365,20 @@ class KubernetesCluster:
             "User-Agent": self._api_client.user_agent,
             **auth_headers(configuration),
         }
-        response = self._api_client.rest_client.pool_manager.request(
-            "PATCH",
-            configuration.host + path,
-            body=orjson.dumps(body),
-            headers=headers,
-            timeout=self._write_timeout,
-        )
-        if not 200 <= response.status < 300:
-            raise ApiError(response.status, response.reason, response.data)
-        return _written(response)
+        if self._connections is not None:
+            status, reason, data = self._connections.request("PATCH", path, orjson.dumps(body), headers)
+        else:
+            response = self._api_client.rest_client.pool_manager.request(
+                "PATCH",
+                configuration.host + path,
+                body=orjson.dumps(body),
+                headers=headers,
+                timeout=self._write_timeout,
+            )
+            status, reason, data = int(response.status), str(response.reason or ""), bytes(response.data)
+        if not 200 <= status < 300:
+            raise ApiError(status, reason, data)
+        return _written(data)
 
     def post_event(self, involved: Manifest, type_: str, reason: str, message: str) -> None:
         import datetime as dt

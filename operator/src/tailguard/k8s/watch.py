@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +23,7 @@ import httpx
 import orjson
 
 from tailguard.k8s.cluster import Manifest, auth_headers
+from tailguard.k8s.transport import tls_context
 
 log = logging.getLogger(__name__)
 
@@ -74,21 +74,9 @@ class ApiEndpoint:
     def from_client_configuration(cls, configuration: Any) -> ApiEndpoint:
         """The endpoint the official client's configuration describes (kubeconfig or in-cluster):
         its server, CA bundle, client certificate, TLS server name and bearer token."""
-        context: ssl.SSLContext | bool
-        if configuration.verify_ssl:
-            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-            if configuration.assert_hostname is False:
-                context.check_hostname = False
-        else:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        if configuration.cert_file:
-            context.load_cert_chain(configuration.cert_file, configuration.key_file)
-
         client = httpx.AsyncClient(
             base_url=str(configuration.host),
-            verify=context,
+            verify=tls_context(configuration),
             proxy=configuration.proxy or None,
             trust_env=False,
             timeout=httpx.Timeout(30.0, read=WATCH_TIMEOUT_S + 30.0),
