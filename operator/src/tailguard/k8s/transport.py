@@ -19,12 +19,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 #: The errors of a connection the server closed while it was idle: the request was not answered,
-#: and is sent once more on a new connection.
+#: and is sent once more on a new connection (a merge patch gives the same object twice; one
+#: conditional on a version that did land is refused as a conflict, which the loop handles).
 _CLOSED_WHILE_IDLE = (
     http.client.RemoteDisconnected,
     ConnectionResetError,
     BrokenPipeError,
     ConnectionAbortedError,
+    ssl.SSLEOFError,
 )
 
 
