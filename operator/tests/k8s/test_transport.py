@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tailguard.k8s.transport import KeptAliveConnections, tls_context
+from tailguard.k8s.transport import KeptAliveConnections, proxy_for, tls_context
 
 
 class Server:
@@ -127,3 +127,43 @@ def test_the_configuration_decides_tls_and_proxy() -> None:
     assert (unverified.verify_mode, unverified.check_hostname) == (ssl.CERT_NONE, False)
     with pytest.raises(ValueError, match="not an HTTP"):
         KeptAliveConnections("unix:///var/run/api.sock", None)
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "through_proxy"),
+    [
+        ("", True),
+        ("10.96.0.1", False),
+        ("10.0.0.0/8", False),
+        (".svc,example.com", True),
+        ("*", False),
+    ],
+)
+def test_a_server_named_in_no_proxy_is_reached_directly(no_proxy: str, through_proxy: bool) -> None:
+    configuration = SimpleNamespace(
+        host="https://10.96.0.1:443",
+        proxy="http://proxy.internal:3128",
+        no_proxy=no_proxy,
+        verify_ssl=False,
+        ssl_ca_cert=None,
+        assert_hostname=None,
+        cert_file=None,
+        key_file=None,
+        tls_server_name=None,
+    )
+    assert (proxy_for(configuration) is not None) is through_proxy
+    kept_alive = KeptAliveConnections.from_client_configuration(configuration)
+    assert (kept_alive is None) is through_proxy
+
+
+def test_an_older_client_without_its_no_proxy_rules_uses_the_standard_librarys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kubernetes.client import rest
+
+    monkeypatch.delattr(rest, "should_bypass_proxies", raising=False)
+    configuration = SimpleNamespace(host="https://10.96.0.1:443", proxy="http://proxy:3128", no_proxy="")
+    assert [
+        proxy_for(SimpleNamespace(**{**vars(configuration), "no_proxy": no_proxy}))
+        for no_proxy in ("10.96.0.1", "*", ".svc", "10.0.0.0/8")
+    ] == [None, None, "http://proxy:3128", "http://proxy:3128"], "no networks in the standard library's rules"

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
+from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]  # (not in typeshed)
 
 #: The errors of a connection the server closed while it was idle: the request was not answered,
 #: and is sent once more on a new connection (a merge patch gives the same object twice; one
@@ -28,6 +29,28 @@ _CLOSED_WHILE_IDLE = (
     ConnectionAbortedError,
     ssl.SSLEOFError,
 )
+
+
+def proxy_for(configuration: Any) -> str | None:
+    """The proxy the official client's configuration sends requests to its server through: its
+    ``proxy`` (from the kubeconfig's ``proxy-url`` or the environment), unless its ``no_proxy``
+    (or the environment's ``NO_PROXY``) names the server."""
+    proxy = getattr(configuration, "proxy", None) or None
+    no_proxy = getattr(configuration, "no_proxy", None) or ""
+    if proxy is None or not no_proxy:
+        return proxy
+    return None if _bypasses(str(configuration.host), no_proxy) else proxy
+
+
+def _bypasses(url: str, no_proxy: str) -> bool:
+    """Whether ``no_proxy`` names the server of ``url``: by the official client's own rules where it
+    has them (host names, suffixes, ports, addresses and networks), by the standard library's
+    otherwise (no networks)."""
+    try:
+        from kubernetes.client.rest import should_bypass_proxies
+    except ImportError:  # an older client
+        return bool(proxy_bypass_environment(urlsplit(url).hostname or "", {"no": no_proxy}))
+    return bool(should_bypass_proxies(url, no_proxy))
 
 
 def tls_context(configuration: Any) -> ssl.SSLContext:
@@ -103,7 +126,7 @@ class KeptAliveConnections:
     ) -> KeptAliveConnections | None:
         """Connections to the server of the official client's configuration, with its TLS settings;
         ``None`` when it goes through a proxy (the official client's pool handles that)."""
-        if getattr(configuration, "proxy", None):
+        if proxy_for(configuration) is not None:
             return None
         host = str(configuration.host)
         return cls(

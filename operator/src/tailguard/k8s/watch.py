@@ -23,7 +23,7 @@ import httpx
 import orjson
 
 from tailguard.k8s.cluster import Manifest, auth_headers
-from tailguard.k8s.transport import tls_context
+from tailguard.k8s.transport import proxy_for, tls_context
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class ApiEndpoint:
         client = httpx.AsyncClient(
             base_url=str(configuration.host),
             verify=tls_context(configuration),
-            proxy=configuration.proxy or None,
+            proxy=proxy_for(configuration),
             trust_env=False,
             timeout=httpx.Timeout(30.0, read=WATCH_TIMEOUT_S + 30.0),
         )
