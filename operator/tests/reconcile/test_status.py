@@ -81,3 +81,25 @@ def test_each_service_has_one_turn_per_period_and_turns_spread() -> None:
     assert all(len(turns) == 1 for turns in slots), "one turn a minute each"
     per_slot = [sum(1 for turns in slots if turns == [now]) for now in range(0, 60, 15)]
     assert min(per_slot) >= 30, f"turns spread over the minute: {per_slot}"
+
+
+def test_the_workload_fields_named_are_the_ones_workload_status_writes() -> None:
+    """``resync_finds_the_same`` reads what a resync writes from these two names: they must not
+    drift from what :func:`workload_status` and :func:`invalid_spec_status` write."""
+    from tailguard.api import parse_inference_service
+    from tailguard.reconcile.sizing import running_size
+    from tailguard.reconcile.status import (
+        WORKLOAD_CONDITIONS,
+        WORKLOAD_STATUS_FIELDS,
+        invalid_spec_status,
+        workload_status,
+    )
+    from tailguard.reconcile.workload import Workload
+    from tg_testing import manifest
+
+    isvc = parse_inference_service(manifest())
+    written = workload_status(isvc, Workload(), running_size(isvc), now=1_800_000_000.0)
+    assert set(written) == WORKLOAD_STATUS_FIELDS
+    invalid = invalid_spec_status([], "spec.replicas: bad", now=1_800_000_000.0, generation=1)
+    types = {c["type"] for c in [*written["conditions"], *invalid["conditions"]]}
+    assert types == WORKLOAD_CONDITIONS

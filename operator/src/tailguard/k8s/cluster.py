@@ -365,13 +365,14 @@ class KubernetesCluster:
             "User-Agent": self._api_client.user_agent,
             **auth_headers(configuration),
         }
+        payload = orjson.dumps(body)
         if self._connections is not None:
-            status, reason, data = self._connections.request("PATCH", path, orjson.dumps(body), headers)
+            status, reason, data = self._connections.request("PATCH", path, payload, headers)
         else:
             response = self._api_client.rest_client.pool_manager.request(
                 "PATCH",
                 configuration.host + path,
-                body=orjson.dumps(body),
+                body=payload,
                 headers=headers,
                 timeout=self._write_timeout,
             )

@@ -294,9 +294,8 @@ class ControlLoop:
         self.tick_s = tick_s
         self.writes: WriteQueue[PendingWrites] = WriteQueue(telemetry, writers=workers)
         self._records: dict[ServiceKey, ServiceRecord] = {}
-        #: The object as a writer thread's last write to it left it, until its landing is handled
-        #: on the event loop and the inventory takes it.
-        #: The object each service's write left, with the copy the write was computed from.
+        #: The object as a writer thread's last write to it left it, with the copy the write was
+        #: computed from, until its landing is handled on the event loop and the inventory takes it.
         self._echoes: dict[ServiceKey, tuple[Manifest, Manifest]] = {}
         #: The last Prometheus reading (reused only for decisions put off from its tick).
         self._reading: MetricsReading | None = None
