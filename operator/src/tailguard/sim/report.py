@@ -54,7 +54,14 @@ def _json_number(value: Any) -> Any:
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else math.nan
+    """The ``q``-th percentile, interpolated between finite neighbours; a failed request's
+    latency (infinite) is an upper neighbour that no interpolation reaches below: the order
+    statistic is read instead (``inf`` when failures fill that rank)."""
+    if not len(values):
+        return math.nan
+    if np.isfinite(values).all():
+        return float(np.percentile(values, q))
+    return float(np.percentile(values, q, method="higher"))
 
 
 def direction_reversals(events: Sequence[tuple[float, int, int]]) -> int:
@@ -159,7 +166,7 @@ def _truth(run: RunResult, slo: SloTarget, t: float, span: float) -> tuple[float
         return 0.0, math.nan, math.nan
     ttft = run.ttft[lo:hi]
     ok = met(ttft, run.tpot[lo:hi], slo)
-    return (hi - lo) / span, float(np.percentile(ttft, 99)), float(ok.mean())
+    return (hi - lo) / span, _percentile(ttft, 99), float(ok.mean())
 
 
 TIMELINE_COLUMNS = (
