@@ -1,6 +1,7 @@
 """How far and how fast the fleet may shrink: the breach memory keeps, for one scale-down window,
 the fleet that served a breach the load does not explain and the load's need for one it does
-(not the size asked for to drain its queue); no window removes more than its share of the fleet."""
+(not the size asked for to drain its queue); no window removes more than its share of the fleet;
+a fall the trend confirms is held for a shorter window."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from dataclasses import replace
 import pytest
 
 from policy.helpers import CONFIG, Run, breached, healthy
-from tailguard.policy import Limit, PolicyConfig
+from tailguard.policy import Limit, PolicyConfig, PolicyState, Reason
+from tailguard.policy.arrivals import Outlook
+from tailguard.policy.budget import BudgetMemory, Headroom
+from tailguard.policy.limits import apply_limits
+from tailguard.policy.need import Need, _gradual_fall
 
 
 def _after_breach(config: PolicyConfig) -> Run:
@@ -47,7 +52,8 @@ def test_one_window_removes_at_most_its_share(fraction: float, fewest_after_one_
     window = int(config.scale_down_stabilization_s / config.interval_s)
     assert min(sizes[: window + 1]) >= fewest_after_one_window, sizes
     for i, size in enumerate(sizes):
-        largest = max([*sizes[max(0, i - window) : i + 1], 12])
+        # the largest fleet set within the window (the twelve of the breach while it lies within)
+        largest = max([*sizes[max(0, i - window) : i + 1], *([12] if i < window else [])])
         assert size >= min(largest - 1, largest * (1 - fraction)) - 1e-9 or size == config.min_replicas
 
 
@@ -84,3 +90,54 @@ def test_a_burst_breach_is_remembered_at_its_loads_need_not_the_emergency_size()
     assert need < largest, (need, largest)
     assert run.replicas <= need, run.history[-1].reason
     assert Limit.STABILIZATION.value in run.history[-1].limits  # the window still holds that need
+
+
+@pytest.mark.parametrize(
+    ("falling", "age_s", "started_at", "expected"),
+    [
+        pytest.param(False, 200.0, None, 10, id="a flat load: the declared window holds 200 s on"),
+        pytest.param(True, 200.0, None, 7, id="a confirmed fall: 200 s is past the shorter window"),
+        pytest.param(True, 100.0, None, 10, id="a confirmed fall: 100 s is within the shorter window"),
+        pytest.param(True, 200.0, "entry", 10, id="the size found at a start keeps its whole window"),
+        pytest.param(True, 400.0, None, 7, id="past every window"),
+    ],
+)
+def test_the_window_a_scale_down_waits(
+    falling: bool, age_s: float, started_at: str | None, expected: int
+) -> None:
+    """Ten replicas recommended ``age_s`` ago, 7 now, the fleet at 10 and no other limit binding."""
+    now = 10_000.0
+    then = now - age_s
+    state = PolicyState(
+        started_at=then if started_at else now - 3600.0,
+        recommendations=((then, 10), (now - 15.0, 7)),
+        fleet_sizes=((now - 15.0, 10),),
+    )
+    obs = healthy(60.0, 10, now=now)
+    need = Need(7, Reason.LOAD_FALLING, (), 7, BudgetMemory(), falling=falling)
+    limited = apply_limits(CONFIG, state, obs, need, now=now, broken=False)
+    assert limited.replicas == expected, limited.limits
+    assert (Limit.STABILIZATION.value in limited.limits or Limit.CAUTIOUS_START.value in limited.limits) == (
+        expected == 10
+    )
+
+
+@pytest.mark.parametrize(
+    ("falling", "learned", "jump", "breach_age_s", "gradual"),
+    [
+        pytest.param(True, True, 1.3, None, True, id="a fall of a load that does not jump"),
+        pytest.param(False, True, 1.3, None, False, id="no fall"),
+        pytest.param(True, True, 2.5, None, False, id="a load that may more than double: bursts"),
+        pytest.param(True, False, 1.0, None, False, id="no history to tell"),
+        pytest.param(True, True, 1.3, 100.0, False, id="a breach within the window"),
+        pytest.param(True, True, 1.3, 400.0, True, id="a breach before the window"),
+    ],
+)
+def test_which_fall_is_gradual(
+    falling: bool, learned: bool, jump: float, breach_age_s: float | None, gradual: bool
+) -> None:
+    now = 10_000.0
+    state = PolicyState(last_breach_at=None if breach_age_s is None else now - breach_age_s)
+    ahead = Outlook(demand=50.0, forecast=50.0, falling=falling, nowcast=48.0, measured=50.0, horizon_s=90.0)
+    room = Headroom(jump, 1.0, 80.0, 0.98, learned, None, None)
+    assert _gradual_fall(CONFIG, state, ahead, room, now) is gradual

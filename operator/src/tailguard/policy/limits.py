@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tailguard.policy.need import Need
+from tailguard.policy.need import Need, falling_window_s
 from tailguard.policy.schedules import scheduled_floor
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Limit, Observation, PolicyConfig, Reason
@@ -57,7 +57,7 @@ def apply_limits(
     final = recommended
     limits: list[str] = []
     if final < current:
-        final = current if broken else _limit_down(config, state, obs, history, final, limits, now)
+        final = current if broken else _limit_down(config, state, obs, need, history, final, limits, now)
     elif final > current and config.scale_up_stabilization_s > 0:
         recent = [r for t, r in history if now - t <= config.scale_up_stabilization_s]
         stable = max(current, min(recent))
@@ -85,15 +85,19 @@ def _limit_down(
     config: PolicyConfig,
     state: PolicyState,
     obs: Observation,
+    need: Need,
     history: tuple[SizeAt, ...],
     final: int,
     limits: list[str],
     now: float,
 ) -> int:
-    """A scale-down, held by the window's largest recommendation, the rate and a rollout."""
+    """A scale-down, held by the window's largest recommendation (over a shorter window while the
+    trend confirms a fall), the rate and a rollout."""
     current = obs.desired_replicas
     window_s = config.scale_down_stabilization_s
-    window = [(t, r) for t, r in history if now - t <= window_s]
+    # (the size found at a start keeps its whole window: the cautious start)
+    stable_s = falling_window_s(config, obs) if need.falling else window_s
+    window = [(t, r) for t, r in history if now - t <= (window_s if t == state.started_at else stable_s)]
     largest = max(r for _, r in window)
     if largest > final:
         final = min(current, largest)

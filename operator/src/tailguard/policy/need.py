@@ -29,6 +29,9 @@ from tailguard.policy.types import Observation, PolicyConfig, Reason
 
 #: How fast a saturated replica's own queue should empty once help arrives.
 _DRAIN_S = 60.0
+#: A history whose jump quantile exceeds this (the load may more than double within a start-up)
+#: keeps the declared scale-down window through a fall.
+_JUMPY = 2.0
 
 
 def planned_utilization(config: PolicyConfig) -> float:
@@ -59,6 +62,10 @@ class Need:
     #: the need of the load measured at the capacity the replicas showed (no drain, no queue);
     #: ``None``: the limits decide (the fleet serving a breach, the recommendation otherwise).
     remembered: int | None = None
+    #: A gradual fall: the trend confirms a significant fall of a load whose history does not
+    #: jump, and no breach came within the scale-down window; that window is then shortened to
+    #: :func:`falling_window_s`.
+    falling: bool = False
 
 
 def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
@@ -68,6 +75,18 @@ def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
     if measured is not None and math.isfinite(measured) and 0 < measured < 3600:
         return measured
     return config.startup_s
+
+
+def falling_window_s(config: PolicyConfig, obs: Observation) -> float:
+    """The scale-down window while the trend confirms a fall: one start-up horizon or one rate
+    window, whichever is longer, within the declared window.
+
+    The declared window keeps a fleet through the noise of a flat load and through a dip that
+    comes back. A fall the rate window's trend confirms is neither, and what may come back within
+    a start-up the error budget's hold keeps anyway: holding the largest size of the last five
+    minutes then only keeps replicas for a load that has gone.
+    """
+    return min(config.scale_down_stabilization_s, max(startup_horizon(config, obs), config.rate_window_s))
 
 
 def window_filling(config: PolicyConfig, state: PolicyState, now: float) -> bool:
@@ -161,6 +180,7 @@ def size_need(
     # window's mean dilutes a ten-second burst twelvefold, and the hold would miss it every time.
     seen = max(ahead.measured, load.burst)
     memory, room, startup = _learn_budget(config, state, obs, seen, now=now, elapsed=elapsed, idle=idle)
+    gradual = _gradual_fall(config, state, ahead, room, now)
     hold: int | None = None
     held_load = 0.0
     floored = False
@@ -248,7 +268,27 @@ def size_need(
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
         parts.append(f"capacity {per_replica:.1f} req/s per replica ({cap.modelled.explain()})")
-    return Need(recommended, code, tuple(parts), sized, memory, remembered)
+    return Need(
+        recommended,
+        code,
+        tuple(parts),
+        sized,
+        memory,
+        remembered,
+        gradual,
+    )
+
+
+def _gradual_fall(
+    config: PolicyConfig, state: PolicyState, ahead: Outlook, room: Headroom, now: float
+) -> bool:
+    """The trend confirms a fall on a load whose history does not jump, and no breach came within
+    the declared scale-down window. Where the load may more than double within a start-up
+    (``_JUMPY``), a fall is as likely the quiet between two bursts as a trend: the declared window
+    keeps the fleet the bursts needed."""
+    window = config.scale_down_stabilization_s
+    breached = state.last_breach_at is not None and now - state.last_breach_at <= window
+    return ahead.falling and room.learned and room.ratio <= _JUMPY and not breached
 
 
 def _holding_sentence(
