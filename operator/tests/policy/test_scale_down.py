@@ -13,7 +13,7 @@ import pytest
 
 from policy.helpers import CONFIG, Run, breached, healthy
 from tailguard.policy import Limit, PolicyConfig, PolicyState, Reason
-from tailguard.policy.arrivals import Outlook
+from tailguard.policy.arrivals import Arrivals, Outlook
 from tailguard.policy.budget import BudgetMemory, Headroom
 from tailguard.policy.limits import apply_limits
 from tailguard.policy.need import Need, _gradual_fall
@@ -123,21 +123,33 @@ def test_the_window_a_scale_down_waits(
 
 
 @pytest.mark.parametrize(
-    ("falling", "learned", "jump", "breach_age_s", "gradual"),
+    ("falling", "learned", "jump", "breach_age_s", "level", "shed", "gradual"),
     [
-        pytest.param(True, True, 1.3, None, True, id="a fall of a load that does not jump"),
-        pytest.param(False, True, 1.3, None, False, id="no fall"),
-        pytest.param(True, True, 2.5, None, False, id="a load that may more than double: bursts"),
-        pytest.param(True, False, 1.0, None, False, id="no history to tell"),
-        pytest.param(True, True, 1.3, 100.0, False, id="a breach within the window"),
-        pytest.param(True, True, 1.3, 400.0, True, id="a breach before the window"),
+        pytest.param(True, True, 1.3, None, 50.0, 0.2, True, id="a fall of a load that does not jump"),
+        pytest.param(False, True, 1.3, None, 50.0, 0.2, False, id="no fall"),
+        pytest.param(True, True, 2.5, None, 50.0, 0.2, False, id="a load that may more than double: bursts"),
+        pytest.param(True, False, 1.0, None, 50.0, 0.2, False, id="no history to tell"),
+        pytest.param(True, True, 1.3, 100.0, 50.0, 0.2, False, id="a breach within the window"),
+        pytest.param(True, True, 1.3, 400.0, 50.0, 0.2, True, id="a breach before the window"),
+        # 0.5 req/s: 60 requests in the rate window, whose spread is 13% of them
+        pytest.param(True, True, 1.3, None, 0.5, 0.2, False, id="a fall within the counting noise"),
+        pytest.param(True, True, 1.3, None, 0.5, 0.4, True, id="a fall beyond the counting noise"),
     ],
 )
 def test_which_fall_is_gradual(
-    falling: bool, learned: bool, jump: float, breach_age_s: float | None, gradual: bool
+    falling: bool,
+    learned: bool,
+    jump: float,
+    breach_age_s: float | None,
+    level: float,
+    shed: float,
+    gradual: bool,
 ) -> None:
+    """``shed``: the share of the load the trend sheds over the declared scale-down window."""
     now = 10_000.0
     state = PolicyState(last_breach_at=None if breach_age_s is None else now - breach_age_s)
-    ahead = Outlook(demand=50.0, forecast=50.0, falling=falling, nowcast=48.0, measured=50.0, horizon_s=90.0)
+    trend = -shed * level / CONFIG.scale_down_stabilization_s
+    load = Arrivals(level, level, level, level, trend, False, None, False, None, True, 0.0, ())
+    ahead = Outlook(level, level, falling, level * 0.95, level, 90.0)
     room = Headroom(jump, 1.0, 80.0, 0.98, learned, None, None)
-    assert _gradual_fall(CONFIG, state, ahead, room, now) is gradual
+    assert _gradual_fall(CONFIG, state, load, ahead, room, now) is gradual

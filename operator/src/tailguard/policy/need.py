@@ -32,6 +32,8 @@ _DRAIN_S = 60.0
 #: A history whose jump quantile exceeds this (the load may more than double within a start-up)
 #: keeps the declared scale-down window through a fall.
 _JUMPY = 2.0
+#: Poisson spreads of the rate window's count a gradual fall must shed over the scale-down window.
+_FALL_SPREADS = 2.0
 
 
 def planned_utilization(config: PolicyConfig) -> float:
@@ -180,7 +182,7 @@ def size_need(
     # window's mean dilutes a ten-second burst twelvefold, and the hold would miss it every time.
     seen = max(ahead.measured, load.burst)
     memory, room, startup = _learn_budget(config, state, obs, seen, now=now, elapsed=elapsed, idle=idle)
-    gradual = _gradual_fall(config, state, ahead, room, now)
+    gradual = _gradual_fall(config, state, load, ahead, room, now)
     hold: int | None = None
     held_load = 0.0
     floored = False
@@ -280,15 +282,24 @@ def size_need(
 
 
 def _gradual_fall(
-    config: PolicyConfig, state: PolicyState, ahead: Outlook, room: Headroom, now: float
+    config: PolicyConfig, state: PolicyState, load: Arrivals, ahead: Outlook, room: Headroom, now: float
 ) -> bool:
-    """The trend confirms a fall on a load whose history does not jump, and no breach came within
-    the declared scale-down window. Where the load may more than double within a start-up
-    (``_JUMPY``), a fall is as likely the quiet between two bursts as a trend: the declared window
-    keeps the fleet the bursts needed."""
+    """The trend confirms a fall on a load whose history does not jump, beyond the counting noise
+    of the rate window, and no breach came within the declared scale-down window.
+
+    Where the load may more than double within a start-up (``_JUMPY``), a fall is as likely the
+    quiet between two bursts as a trend: the declared window keeps the fleet the bursts needed.
+    At a few requests per second the rate window holds a few hundred requests, and a trend of a
+    tenth of the load is their Poisson spread: the fall must shed ``_FALL_SPREADS`` spreads of the
+    window's count over the declared window, or it is noise, which the declared window is for.
+    """
     window = config.scale_down_stabilization_s
     breached = state.last_breach_at is not None and now - state.last_breach_at <= window
-    return ahead.falling and room.learned and room.ratio <= _JUMPY and not breached
+    count = max(load.level, 0.0) * config.rate_window_s
+    beyond_noise = count > 0 and -load.trend * window * config.rate_window_s > _FALL_SPREADS * math.sqrt(
+        count
+    )
+    return ahead.falling and beyond_noise and room.learned and room.ratio <= _JUMPY and not breached
 
 
 def _holding_sentence(
