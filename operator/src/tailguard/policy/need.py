@@ -296,9 +296,8 @@ def _gradual_fall(
     window = config.scale_down_stabilization_s
     breached = state.last_breach_at is not None and now - state.last_breach_at <= window
     count = max(load.level, 0.0) * config.rate_window_s
-    beyond_noise = count > 0 and -load.trend * window * config.rate_window_s > _FALL_SPREADS * math.sqrt(
-        count
-    )
+    shed = -load.trend * window * config.rate_window_s  # of the window's count, over the window
+    beyond_noise = count > 0 and shed > _FALL_SPREADS * math.sqrt(count)
     return ahead.falling and beyond_noise and room.learned and room.ratio <= _JUMPY and not breached
 
 
