@@ -274,7 +274,10 @@ class AutoscalingSpec(ApiModel):
         default=300,
         ge=0,
         le=3600,
-        description="A scale-down needs every recommendation of this window to agree.",
+        description=(
+            "A scale-down needs every recommendation of this window to agree; through a gradual "
+            "fall (a trend on a load that does not jump) of one start-up or rate window, at most this."
+        ),
     )
     max_batch: MaxBatchSpec = Field(
         default_factory=MaxBatchSpec, description="Bounds and pace of max-batch tuning."
