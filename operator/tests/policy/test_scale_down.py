@@ -114,7 +114,7 @@ def test_the_window_a_scale_down_waits(
         fleet_sizes=((now - 15.0, 10),),
     )
     obs = healthy(60.0, 10, now=now)
-    need = Need(7, Reason.LOAD_FALLING, (), 7, BudgetMemory(), falling=falling)
+    need = Need(7, Reason.LOAD_FALLING, (), 7, BudgetMemory(), gradual_fall=falling)
     limited = apply_limits(CONFIG, state, obs, need, now=now, broken=False)
     assert limited.replicas == expected, limited.limits
     assert (Limit.STABILIZATION.value in limited.limits or Limit.CAUTIOUS_START.value in limited.limits) == (

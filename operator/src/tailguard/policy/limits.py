@@ -91,12 +91,12 @@ def _limit_down(
     limits: list[str],
     now: float,
 ) -> int:
-    """A scale-down, held by the window's largest recommendation (over a shorter window while the
-    trend confirms a fall), the rate and a rollout."""
+    """A scale-down, held by the window's largest recommendation (over a shorter window through a
+    gradual fall), the rate and a rollout."""
     current = obs.desired_replicas
     window_s = config.scale_down_stabilization_s
     # (the size found at a start keeps its whole window: the cautious start)
-    stable_s = falling_window_s(config, obs) if need.falling else window_s
+    stable_s = falling_window_s(config, obs) if need.gradual_fall else window_s
     window = [(t, r) for t, r in history if now - t <= (window_s if t == state.started_at else stable_s)]
     largest = max(r for _, r in window)
     if largest > final:

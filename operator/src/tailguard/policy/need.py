@@ -64,10 +64,9 @@ class Need:
     #: the need of the load measured at the capacity the replicas showed (no drain, no queue);
     #: ``None``: the limits decide (the fleet serving a breach, the recommendation otherwise).
     remembered: int | None = None
-    #: A gradual fall: the trend confirms a significant fall of a load whose history does not
-    #: jump, and no breach came within the scale-down window; that window is then shortened to
-    #: :func:`falling_window_s`.
-    falling: bool = False
+    #: A gradual fall (:func:`_gradual_fall`; the outlook's ``falling`` is only its first test):
+    #: the scale-down window is then shortened to :func:`falling_window_s`.
+    gradual_fall: bool = False
 
 
 def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
@@ -80,11 +79,11 @@ def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
 
 
 def falling_window_s(config: PolicyConfig, obs: Observation) -> float:
-    """The scale-down window while the trend confirms a fall: one start-up horizon or one rate
-    window, whichever is longer, within the declared window.
+    """The scale-down window through a gradual fall (:func:`_gradual_fall`): one start-up horizon
+    or one rate window, whichever is longer, within the declared window.
 
     The declared window keeps a fleet through the noise of a flat load and through a dip that
-    comes back. A fall the rate window's trend confirms is neither, and what may come back within
+    comes back. A gradual fall is neither, and what may come back within
     a start-up the error budget's hold keeps anyway: holding the largest size of the last five
     minutes then only keeps replicas for a load that has gone.
     """
@@ -270,15 +269,7 @@ def size_need(
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
         parts.append(f"capacity {per_replica:.1f} req/s per replica ({cap.modelled.explain()})")
-    return Need(
-        recommended,
-        code,
-        tuple(parts),
-        sized,
-        memory,
-        remembered,
-        gradual,
-    )
+    return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual)
 
 
 def _gradual_fall(
