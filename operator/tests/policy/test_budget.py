@@ -4,6 +4,7 @@ outer loop on the burn rate; then the same through ``decide`` on a fake clock.""
 from __future__ import annotations
 
 import math
+import random
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -521,3 +522,56 @@ def test_the_first_window_filling_up_is_no_jump_in_the_history() -> None:
     assert all(t >= 1000.0 + config.rate_window_s for t, _ in filled.loads)
     held, _ = headroom(filled, 1.0 - config.goodput_target).held(40.0)
     assert held < 48.0, held
+
+
+def _counted(rate: float, windows: list[float], window_s: float = 120.0, seed: int = 1) -> list[float]:
+    """Rate readings every ``STEP`` of a Poisson load counted over ``window_s``; ``windows[i]`` is
+    the multiple of ``rate`` arriving in reading i's step (seeded: deterministic)."""
+    rnd = random.Random(seed)
+    per_step = [sum(1 for _ in _poisson_times(rnd, rate * k, STEP)) for k in windows]
+    span = int(window_s // STEP)
+    return [sum(per_step[max(0, i - span + 1) : i + 1]) / window_s for i in range(span, len(per_step))]
+
+
+def _poisson_times(rnd: random.Random, rate: float, length_s: float) -> list[float]:
+    times, t = [], rnd.expovariate(rate) if rate > 0 else math.inf
+    while t < length_s:
+        times.append(t)
+        t += rnd.expovariate(rate)
+    return times
+
+
+@pytest.mark.parametrize("rate", [0.5, 1.0])
+def test_counting_noise_at_a_low_rate_is_no_jump(rate: float) -> None:
+    """A steady load of a request or so per second counted over two minutes reads jumps of 30–40%
+    within a horizon from the counts alone; held as jumps, a long-context service kept a fleet
+    for half as much again as its load all day. Read beyond two spreads of their count, the
+    history keeps none of it here."""
+    loads = _counted(rate, [1.0] * 420)
+    raw, counted = _memory(loads), BudgetMemory()
+    for i, load in enumerate(loads):
+        counted = record_load(counted, i * STEP, load, STEP, HORIZON, count_window_s=120.0)
+    noisy, denoised = headroom(raw, budget=0.01), headroom(counted, budget=0.01)
+    assert noisy.ratio > 1.25, noisy
+    assert denoised.ratio < 1.1, denoised
+
+
+def test_a_jump_beyond_the_counting_noise_is_held_in_full() -> None:
+    """Bursts of four times a load of a request per second stand far beyond its counts' noise:
+    the hold keeps them (to within a few spreads of the burst's count)."""
+    loads = _counted(1.0, [1.0] * 16 + [4.0] * 12 + [1.0] * 12 + [4.0] * 12 + [1.0] * 400)
+    memory = BudgetMemory()
+    for i, load in enumerate(loads):
+        memory = record_load(memory, i * STEP, load, STEP, HORIZON, count_window_s=120.0)
+    room = headroom(memory, budget=0.01)
+    assert room.ratio > 2.5, room
+
+
+@pytest.mark.parametrize(("peak", "start"), [(80.0, 70.0), (1.5, 1.0), (0.1, 1.0), (0.0, 0.0)])
+def test_the_noise_read_off_a_peak_never_takes_it_below_its_start(peak: float, start: float) -> None:
+    memory = BudgetMemory()
+    for i, load in enumerate([start] + [peak] * 12):
+        memory = record_load(memory, i * STEP, load, STEP, HORIZON, count_window_s=120.0)
+    jumps = memory.jumps
+    assert sum(jumps) >= 0.0
+    assert sum(jumps[1:]) == 0.0 or peak > start

@@ -37,6 +37,8 @@ RATIO_STEP = 1.095
 PEAK_BUCKETS = 96
 PEAK_STEP = 1.12
 PEAK_FLOOR = 0.05
+#: Poisson spreads of a count read as noise in the largest load of a horizon (``record_load``).
+NOISE_SPREADS = 2.0
 #: Old jumps fade with this half-life: the history a service has seen lately counts most.
 HISTORY_HALF_LIFE_S = 6 * 3600.0
 #: Attainment windows (time constants of the decayed sums), in seconds.
@@ -131,14 +133,33 @@ def _shorten(values: list[float]) -> tuple[float, ...]:
     return tuple([float(f"{value:.4g}") if value else 0.0 for value in values])
 
 
+def _beyond_noise(peak: float, start: float, count_window_s: float | None) -> float:
+    """The largest load of a horizon less ``NOISE_SPREADS`` spreads of its count, not below the
+    load it is compared with."""
+    if count_window_s is None or count_window_s <= 0 or not peak > 0 or not math.isfinite(peak):
+        return peak
+    spread = math.sqrt(peak / count_window_s)
+    return max(min(peak, start), peak - NOISE_SPREADS * spread)
+
+
 def _fade(value: float, elapsed_s: float, window_s: float) -> float:
     return value * math.exp(-max(0.0, elapsed_s) / window_s)
 
 
 def record_load(
-    memory: BudgetMemory, now: float, load: float, elapsed_s: float, horizon_s: float
+    memory: BudgetMemory,
+    now: float,
+    load: float,
+    elapsed_s: float,
+    horizon_s: float,
+    count_window_s: float | None = None,
 ) -> BudgetMemory:
-    """Add this decision's load; every sample now one horizon old becomes a jump in the histogram."""
+    """Add this decision's load; every sample now one horizon old becomes a jump in the histogram.
+
+    ``count_window_s``: the window each load was counted over (the rate window). The largest of a
+    horizon's noisy readings is read less ``NOISE_SPREADS`` Poisson spreads of its count: at a few
+    requests per second the counts alone jump by a third within a horizon.
+    """
     decay = 0.5 ** (max(0.0, elapsed_s) / HISTORY_HALF_LIFE_S)
     jumps = [w * decay for w in memory.jumps] if len(memory.jumps) == BUCKETS else [0.0] * BUCKETS
     peaks = [w * decay for w in memory.peaks] if len(memory.peaks) == PEAK_BUCKETS else [0.0] * PEAK_BUCKETS
@@ -149,7 +170,7 @@ def record_load(
             kept.append((t, x))
             continue
         later = [y for _, y in loads[i + 1 :]] + [load]
-        peak = max(later)
+        peak = _beyond_noise(max(later), x, count_window_s)
         # A zero load has no ratio: any request after it is a jump of unknown size; count it as
         # the largest bucket only if requests came (an idle service scaled to its floor).
         ratio = peak / x if x > 0 else (math.inf if peak > 0 else 1.0)

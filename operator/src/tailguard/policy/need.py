@@ -133,7 +133,7 @@ def _learn_budget(
     memory = state.budget
     if not window_filling(config, state, now):
         horizon = startup + 0.5 * config.rate_window_s
-        memory = record_load(memory, now, 0.0 if idle else load, elapsed, horizon)
+        memory = record_load(memory, now, 0.0 if idle else load, elapsed, horizon, config.rate_window_s)
     good_now = good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
     missing_now = good_now is not None and good_now < config.goodput_target
