@@ -26,6 +26,7 @@ from tailguard.policy.budget import (
     BudgetMemory,
     adjust_gain,
     burn_rate,
+    given_trend,
     headroom,
     record_attainment,
     record_load,
@@ -165,7 +166,8 @@ def test_a_larger_budget_keeps_the_share_of_the_burst_its_misses_could_pay_for(
 
 def test_the_reason_says_when_the_floor_holds() -> None:
     run = Run(config=replace(CONFIG, budget_headroom=True, goodput_target=0.95, max_replicas=32), replicas=4)
-    for minute in range(200):
+    # (ten calm minutes after the last burst: the load no longer falls, so the whole history holds)
+    for minute in range(210):
         burst = minute % 100 == 99
         run.hold(lambda n, b=burst: healthy(200.0 if b else 50.0, n), 60.0)
     run.state = replace(run.state, budget=replace(run.state.budget, gain=GAIN_MAX))
@@ -242,6 +244,19 @@ def test_budget_memory_survives_the_annotation() -> None:
     memory = record_attainment(_memory(_bursts(10.0, 40.0, 30)), 0.98, 20.0, STEP)
     state = PolicyState(budget=memory)
     assert PolicyState.from_json(state.to_json()) == state
+    loads, falling = _days(1)
+    days = PolicyState(budget=_history(loads[:150], falling[:150]))  # (into the afternoon's fall)
+    assert days.budget.falling_at
+    assert sum(days.budget.fall_jumps) > 0
+    assert PolicyState.from_json(days.to_json()) == days
+
+
+def test_a_falling_mark_without_its_load_is_dropped() -> None:
+    state = PolicyState.from_json(
+        '{"budget": {"loads": [[10, 5.0], [25, 4.0]], "falling_at": [25, 40, "x", null], "fall_jumps": [1]}}'
+    )
+    assert state.budget.falling_at == (25.0,)
+    assert state.budget.fall_jumps == ()
 
 
 @pytest.mark.parametrize(
@@ -389,7 +404,7 @@ def test_a_burst_the_rate_window_climbs_to_is_held_in_full() -> None:
     for _ in range(6):
         for rate in [40.0] * 16 + ramp(40.0, 120.0, 120.0) + [120.0] * 4 + ramp(120.0, 40.0, 120.0):
             run.step(healthy(rate, run.replicas))
-    calm = run.hold(lambda n: healthy(40.0, n), 120)
+    calm = run.hold(lambda n: healthy(40.0, n), 300)
     held, _ = headroom(run.state.budget, 1.0 - config.goodput_target).held(40.0)
     assert held >= 115.0, calm.reason
     assert f"for {held:.1f} req/s" in calm.reason, "the decision holds the same load"
@@ -575,3 +590,65 @@ def test_the_noise_read_off_a_peak_never_takes_it_below_its_start(peak: float, s
     jumps = memory.jumps
     assert sum(jumps) >= 0.0
     assert sum(jumps[1:]) == 0.0 or peak > start
+
+
+def _history(loads: list[float], falling: list[bool]) -> BudgetMemory:
+    memory = BudgetMemory()
+    for i, (load, fall) in enumerate(zip(loads, falling, strict=True)):
+        memory = record_load(memory, i * STEP, load, STEP, HORIZON, falling=fall)
+    return memory
+
+
+def _days(days: int) -> tuple[list[float], list[bool]]:
+    """A day in an hour, ±60% around 70 req/s, and whether each sample is on its way down."""
+    loads = [70.0 * (1.0 + 0.6 * math.sin(2 * math.pi * i * STEP / 3600.0)) for i in range(days * 240)]
+    return loads, [i > 0 and loads[i] < loads[i - 1] for i in range(len(loads))]
+
+
+def test_a_falling_load_holds_what_falling_loads_met() -> None:
+    """Half a day the load climbs and half it falls: a falling load met no jump within a horizon,
+    and holding the climb's jumps on the way down kept replicas for a rise that never came."""
+    memory = _history(*_days(3))
+    whole = headroom(memory, budget=0.01)
+    down = headroom(given_trend(memory, falling=True), budget=0.01)
+    assert whole.ratio > 1.05, whole
+    assert down.ratio == 1.0, down
+    assert given_trend(memory, falling=False) is memory
+
+
+def test_a_calm_between_bursts_keeps_its_bursts_in_the_falling_history() -> None:
+    """Where the next burst comes while the last one's fall is still read, the falling loads met
+    it: the history they hold from says so."""
+    period = [10.0] * 4 + [40.0] * 4 + [30.0, 20.0, 15.0, 12.0]
+    loads = period * 60
+    falling = [(i > 0 and loads[i] < loads[i - 1]) or (i % len(period)) < 4 for i in range(len(loads))]
+    memory = _history(loads, falling)
+    down = headroom(given_trend(memory, falling=True), budget=0.01)
+    assert down.ratio > 3.0, down
+
+
+def test_a_thin_falling_history_holds_from_the_whole() -> None:
+    memory = _history([50.0] * 40 + [40.0, 30.0], [False] * 40 + [True, True])
+    assert given_trend(memory, falling=True) is memory
+
+
+def test_an_evening_holds_from_what_evenings_met() -> None:
+    """Through decide: after three days in three hours, the morning's climb holds for the jumps
+    of the whole history, while the evening holds only for what falling loads met (no more
+    than the load), though its history holds the mornings' climbs too."""
+    config = replace(CONFIG, budget_headroom=True, max_replicas=32)
+    run = Run(config=config, replicas=4)
+    morning: list[Decision] = []
+    evening: list[Decision] = []
+    for i in range(4 * 240):
+        rate = 60.0 * (1.0 + 0.6 * math.sin(2 * math.pi * i * STEP / 3600.0))
+        decision = run.step(healthy(rate, run.replicas))
+        if i >= 3 * 240 and i % 240 < 40:
+            morning.append(decision)
+        if i >= 3 * 240 and 100 <= i % 240 < 160:
+            evening.append(decision)
+            whole = headroom(run.state.budget, 1.0 - config.goodput_target)
+            assert whole.ratio > 1.05, whole
+    assert any("holding" in d.reason and "in its history" in d.reason for d in morning)
+    assert any(d.reason_code.value == "LoadFalling" for d in evening)
+    assert not [d.reason for d in evening if "holding" in d.reason]

@@ -10,6 +10,11 @@ before help could arrive. Three pieces, all pure:
   count more than a quiet minute's, as they do in goodput). Weights fade with a half-life of
   ``HISTORY_HALF_LIFE_S``, so the service learns its own recent pattern, and the histogram is a
   fixed 48 numbers whatever the history's length.
+* **Given the trend.** The jumps that loads met while the trend confirmed a fall go into a third
+  histogram too. A falling load holds from it once it carries enough requests: half of a day is
+  its evening, whose load rarely rises within a start-up, and holding the morning's climbs
+  through it kept replicas for a rise that never came. A calm between bursts falls too, and
+  meets the next burst: its own history says so.
 * **Which quantile to hold.** With a budget ``b`` the fleet may leave about ``b`` of the requests
   unserved on time, so it holds the jump not exceeded by ``1 − b·gain`` of the requests, read
   within its bucket (the bucket's weight spread over its log-width) rather than rounded up to the
@@ -68,6 +73,11 @@ class BudgetMemory:
     loads: tuple[tuple[float, float], ...] = ()
     #: Request-weighted, fading histogram of the horizon jumps (``BUCKETS`` entries, or empty).
     jumps: tuple[float, ...] = ()
+    #: The same for the jumps from loads recorded while the trend confirmed a fall (``BUCKETS``
+    #: entries, or empty): what a falling load met within a horizon (:func:`given_trend`).
+    fall_jumps: tuple[float, ...] = ()
+    #: Times in ``loads`` recorded while the trend confirmed a fall.
+    falling_at: tuple[float, ...] = ()
     #: The same for the largest load within each horizon (``PEAK_BUCKETS`` entries, or empty):
     #: a burst already under way is not multiplied by the jumps that led into it.
     peaks: tuple[float, ...] = ()
@@ -102,6 +112,8 @@ class Headroom:
     #: The hold was lowered to what the budget pays for in misses above a soft capacity
     #: (:func:`soften`).
     soft: bool = False
+    #: Read from what falling loads met (:func:`given_trend`), not the whole history.
+    while_falling: bool = False
 
     def held(self, load: float) -> tuple[float, bool]:
         """The load to hold for at ``load`` now, and whether the floor set it."""
@@ -153,16 +165,22 @@ def record_load(
     elapsed_s: float,
     horizon_s: float,
     count_window_s: float | None = None,
+    falling: bool = False,
 ) -> BudgetMemory:
     """Add this decision's load; every sample now one horizon old becomes a jump in the histogram.
 
     ``count_window_s``: the window each load was counted over (the rate window). The largest of a
     horizon's noisy readings is read less ``NOISE_SPREADS`` Poisson spreads of its count: at a few
-    requests per second the counts alone jump by a third within a horizon.
+    requests per second the counts alone jump by a third within a horizon. ``falling``: the trend
+    confirms a fall now; this sample's jump will count in ``fall_jumps`` too.
     """
     decay = 0.5 ** (max(0.0, elapsed_s) / HISTORY_HALF_LIFE_S)
     jumps = [w * decay for w in memory.jumps] if len(memory.jumps) == BUCKETS else [0.0] * BUCKETS
     peaks = [w * decay for w in memory.peaks] if len(memory.peaks) == PEAK_BUCKETS else [0.0] * PEAK_BUCKETS
+    fall_jumps = [0.0] * BUCKETS
+    if len(memory.fall_jumps) == BUCKETS:
+        fall_jumps = [w * decay for w in memory.fall_jumps]
+    fell = set(memory.falling_at)
     loads = [(t, x) for t, x in memory.loads if t <= now]
     kept: list[tuple[float, float]] = []
     for i, (t, x) in enumerate(loads):
@@ -177,8 +195,27 @@ def record_load(
         weight = min(max(peak, x), 1e9) * horizon_s
         jumps[_bucket(ratio)] += weight
         peaks[_peak_bucket(peak)] += weight
+        if t in fell:
+            fall_jumps[_bucket(ratio)] += weight
     kept.append((now, _shorten([min(max(0.0, load), 1e9)])[0] if math.isfinite(load) else 1e9))
-    return replace(memory, loads=tuple(kept), jumps=_shorten(jumps), peaks=_shorten(peaks))
+    falling_at = tuple(t for t, _ in kept if t in fell or (falling and t == now))
+    return replace(
+        memory,
+        loads=tuple(kept),
+        jumps=_shorten(jumps),
+        peaks=_shorten(peaks),
+        fall_jumps=_shorten(fall_jumps),
+        falling_at=falling_at,
+    )
+
+
+def given_trend(memory: BudgetMemory, falling: bool) -> BudgetMemory:
+    """The history to hold from: while the trend confirms a fall, the jumps that falling loads
+    met (once they carry ``MIN_WEIGHT``), else every jump. A load on its way down rarely jumps
+    within a start-up; where it does (a calm between bursts) its own history says so."""
+    if falling and len(memory.fall_jumps) == BUCKETS and sum(memory.fall_jumps) >= MIN_WEIGHT:
+        return replace(memory, jumps=memory.fall_jumps)
+    return memory
 
 
 def record_attainment(

@@ -9,7 +9,7 @@ headroom then holds capacity for the load the service may meet before a new repl
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tailguard.policy.arrivals import Arrivals, Outlook
 from tailguard.policy.budget import (
@@ -17,6 +17,7 @@ from tailguard.policy.budget import (
     Headroom,
     adjust_gain,
     burn_rate,
+    given_trend,
     headroom,
     record_attainment,
     record_load,
@@ -122,8 +123,10 @@ def _learn_budget(
     now: float,
     elapsed: float,
     idle: bool,
+    falling: bool,
 ) -> tuple[BudgetMemory, Headroom, float]:
-    """Fold this window into the error budget's memory; the headroom it allows and the horizon."""
+    """Fold this window into the error budget's memory; the headroom the whole history allows and
+    the horizon (``falling``: the trend confirms a fall now)."""
     budget = config.error_budget
     startup = startup_horizon(config, obs)
     # The measured load is the rate window's mean, half a window behind the arrivals: a jump shows
@@ -133,7 +136,9 @@ def _learn_budget(
     memory = state.budget
     if not window_filling(config, state, now):
         horizon = startup + 0.5 * config.rate_window_s
-        memory = record_load(memory, now, 0.0 if idle else load, elapsed, horizon, config.rate_window_s)
+        memory = record_load(
+            memory, now, 0.0 if idle else load, elapsed, horizon, config.rate_window_s, falling=falling
+        )
     good_now = good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
     missing_now = good_now is not None and good_now < config.goodput_target
@@ -180,15 +185,21 @@ def size_need(
     # A burst shorter than the rate window counts at the height the burst window saw: the rate
     # window's mean dilutes a ten-second burst twelvefold, and the hold would miss it every time.
     seen = max(ahead.measured, load.burst)
-    memory, room, startup = _learn_budget(config, state, obs, seen, now=now, elapsed=elapsed, idle=idle)
+    memory, room, startup = _learn_budget(
+        config, state, obs, seen, now=now, elapsed=elapsed, idle=idle, falling=ahead.falling
+    )
+    # Whether a fall is gradual asks the whole history: the calm between bursts falls too.
     gradual = _gradual_fall(config, state, load, ahead, room, now)
+    held_from = given_trend(memory, ahead.falling)
+    if held_from is not memory:
+        room = replace(headroom(held_from, config.error_budget), while_falling=True)
     hold: int | None = None
     held_load = 0.0
     floored = False
     if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
         curve = cap.modelled.misses if cap.modelled is not None else None
         if curve is not None:
-            room = soften(room, memory, config.error_budget, curve.share)
+            room = soften(room, held_from, config.error_budget, curve.share)
         held_load, floored = room.held(seen)
         hold = ceil_replicas(held_load / (cap.burst or healthy))
     parts: list[str] = []
@@ -296,10 +307,11 @@ def _holding_sentence(
     hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool, burst_scale: float
 ) -> str:
     after = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
-    what = f"p{room.quantile * 100:.4g} of the load within {startup_s:.0f} s in its history"
+    history = "the history of falling loads" if room.while_falling else "its history"
+    what = f"p{room.quantile * 100:.4g} of the load within {startup_s:.0f} s in {history}"
     if room.soft:
         what = (
-            f"the load within {startup_s:.0f} s in its history, less what costs at most "
+            f"the load within {startup_s:.0f} s in {history}, less what costs at most "
             f"{1.0 - room.quantile:.1%} of its requests in TPOT misses (they grow gently above "
             "the capacity)"
         )

@@ -202,10 +202,16 @@ def _parse_budget(value: Any) -> Any:
         legacy = floats(raw_jumps, LEGACY_JUMP_BUCKETS)
         jumps = legacy + (0.0,) * (JUMP_BUCKETS - LEGACY_JUMP_BUCKETS) if legacy else ()
     peaks = floats(value.get("peaks"), PEAK_BUCKETS)
+    fall_jumps = floats(value.get("fall_jumps"), JUMP_BUCKETS)
+    raw_fell = value.get("falling_at")
+    fell = [_number(v) for v in raw_fell] if isinstance(raw_fell, list) else []
+    times = {t for t, _ in loads[-64:]}
     return BudgetMemory(
         loads=tuple(loads[-64:]),
         jumps=jumps if len(jumps) == JUMP_BUCKETS else (),
         peaks=peaks if len(peaks) == PEAK_BUCKETS else (),
+        fall_jumps=fall_jumps if len(fall_jumps) == JUMP_BUCKETS else (),
+        falling_at=tuple(t for t in fell if t is not None and t in times),
         gain=gain if gain is not None and gain > 0 else 1.0,
         **sums,
     )
