@@ -628,7 +628,11 @@ def test_a_calm_between_bursts_keeps_its_bursts_in_the_falling_history() -> None
 
 
 def test_a_thin_falling_history_holds_from_the_whole() -> None:
-    memory = _history([50.0] * 40 + [40.0, 30.0], [False] * 40 + [True, True])
+    """A fall or two are no quantile: a falling load holds from the whole history until the falls
+    carry a tenth of its weight."""
+    loads = ([50.0] * 40 + [100.0] * 4) * 5 + [50.0] * 8 + [40.0, 30.0] + [30.0] * 8
+    memory = _history(loads, [False] * (len(loads) - 10) + [True, True] + [False] * 8)
+    assert sum(memory.fall_jumps) > 0
     assert given_trend(memory, falling=True) is memory
 
 

@@ -60,6 +60,8 @@ GAIN_MIN, GAIN_QUANTILE_MIN, GAIN_MAX = 1.0 / 64.0, 0.25, 2.0
 GAIN_RATE_PER_H = 1.5
 #: Requests (weight) a histogram needs before its quantile is trusted.
 MIN_WEIGHT = 200.0
+#: The share of the history's weight the falls must carry before a falling load holds from them.
+FALLING_SHARE_MIN = 0.1
 #: The budget of a 99% target: a larger budget holds at least ``1 − (budget − STRICT_BUDGET)``
 #: of what this one would (``Headroom.held``).
 STRICT_BUDGET = 0.01
@@ -211,11 +213,15 @@ def record_load(
 
 def given_trend(memory: BudgetMemory, falling: bool) -> BudgetMemory:
     """The history to hold from: while the trend confirms a fall, the jumps that falling loads
-    met (once they carry ``MIN_WEIGHT``), else every jump. A load on its way down rarely jumps
+    met (once they carry ``MIN_WEIGHT`` and ``FALLING_SHARE_MIN`` of the whole history's weight:
+    a few falls are no quantile), else every jump. A load on its way down rarely jumps
     within a start-up; where it does (a calm between bursts) its own history says so."""
-    if falling and len(memory.fall_jumps) == BUCKETS and sum(memory.fall_jumps) >= MIN_WEIGHT:
-        return replace(memory, jumps=memory.fall_jumps)
-    return memory
+    if not falling or len(memory.fall_jumps) != BUCKETS:
+        return memory
+    weight = sum(memory.fall_jumps)
+    if weight < MIN_WEIGHT or weight < FALLING_SHARE_MIN * sum(memory.jumps):
+        return memory
+    return replace(memory, jumps=memory.fall_jumps)
 
 
 def record_attainment(
