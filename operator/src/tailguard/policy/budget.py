@@ -156,6 +156,11 @@ def _beyond_noise(peak: float, start: float, count_window_s: float | None) -> fl
     return max(min(peak, start), peak - NOISE_SPREADS * spread)
 
 
+def _decayed(histogram: tuple[float, ...], buckets: int, decay: float) -> list[float]:
+    """The histogram's weights times ``decay``; an empty one (or one of another length) starts over."""
+    return [w * decay for w in histogram] if len(histogram) == buckets else [0.0] * buckets
+
+
 def _fade(value: float, elapsed_s: float, window_s: float) -> float:
     return value * math.exp(-max(0.0, elapsed_s) / window_s)
 
@@ -177,11 +182,9 @@ def record_load(
     confirms a fall now; this sample's jump will count in ``fall_jumps`` too.
     """
     decay = 0.5 ** (max(0.0, elapsed_s) / HISTORY_HALF_LIFE_S)
-    jumps = [w * decay for w in memory.jumps] if len(memory.jumps) == BUCKETS else [0.0] * BUCKETS
-    peaks = [w * decay for w in memory.peaks] if len(memory.peaks) == PEAK_BUCKETS else [0.0] * PEAK_BUCKETS
-    fall_jumps = [0.0] * BUCKETS
-    if len(memory.fall_jumps) == BUCKETS:
-        fall_jumps = [w * decay for w in memory.fall_jumps]
+    jumps = _decayed(memory.jumps, BUCKETS, decay)
+    peaks = _decayed(memory.peaks, PEAK_BUCKETS, decay)
+    fall_jumps = _decayed(memory.fall_jumps, BUCKETS, decay)
     fell = set(memory.falling_at)
     loads = [(t, x) for t, x in memory.loads if t <= now]
     kept: list[tuple[float, float]] = []

@@ -205,9 +205,10 @@ def _parse_budget(value: Any) -> Any:
     fall_jumps = floats(value.get("fall_jumps"), JUMP_BUCKETS)
     raw_fell = value.get("falling_at")
     fell = [_number(v) for v in raw_fell] if isinstance(raw_fell, list) else []
-    times = {t for t, _ in loads[-64:]}
+    recent = tuple(loads[-64:])
+    times = {t for t, _ in recent}
     return BudgetMemory(
-        loads=tuple(loads[-64:]),
+        loads=recent,
         jumps=jumps if len(jumps) == JUMP_BUCKETS else (),
         peaks=peaks if len(peaks) == PEAK_BUCKETS else (),
         fall_jumps=fall_jumps if len(fall_jumps) == JUMP_BUCKETS else (),
