@@ -31,7 +31,9 @@ from tailguard.policy.budget import (
     record_attainment,
     record_load,
     soften,
+    utilization_relief,
 )
+from tailguard.policy.need import gain_ceiling, planned_utilization
 
 HORIZON = 90.0
 STEP = 15.0
@@ -386,7 +388,7 @@ def test_a_surge_read_at_a_bursts_onset_does_not_enlarge_the_history() -> None:
     calm_surged = surged.hold(lambda n: healthy(40.0, n), 120)
 
     # The surge was read: at the bursts' onsets the sizing asked for more than on the plain run.
-    assert max(d.replicas for d in surged.history) > max(d.replicas for d in plain.history)
+    assert any(s.replicas > p.replicas for s, p in zip(surged.history, plain.history, strict=True))
     # (The fleet itself is still the surge's for a scale-down window: the recommendation is the hold.)
     assert calm_surged.recommended == calm_plain.recommended, (calm_surged.reason, calm_plain.reason)
 
@@ -510,8 +512,8 @@ def test_a_calm_that_never_tests_the_hold_cannot_relax_it_below_a_recurring_burs
     assert memory.gain == pytest.approx(GAIN_MAX)
     held, _ = headroom(memory, budget=0.01).held(20.0)
     assert held >= 0.95 * 50.0, "the burst stays held (to within its bucket)"
-    assert headroom(replace(memory, gain=8.0), budget=0.01).held(20.0)[0] < 0.5 * 50.0, (
-        "the old cap dropped it"
+    assert headroom(replace(memory, gain=8.0), budget=0.01).held(20.0)[0] == held, (
+        "no gain reads below the quantile's top (a gain of 8 read p92 and dropped it)"
     )
 
 
@@ -656,3 +658,54 @@ def test_an_evening_holds_from_what_evenings_met() -> None:
     assert any("holding" in d.reason and "in its history" in d.reason for d in morning)
     assert any(d.reason_code.value == "LoadFalling" for d in evening)
     assert not [d.reason for d in evening if "holding" in d.reason]
+
+
+# The budget's slack beyond the quantile's top relieves the target utilization (the simulator's
+# steady load: tests/sim/test_relief_runs.py).
+
+BUDGETED = replace(CONFIG, budget_headroom=True)
+
+
+def test_slack_beyond_the_quantiles_top_raises_the_gain_to_its_ceiling_and_no_further() -> None:
+    ceiling = gain_ceiling(BUDGETED)
+    assert ceiling == pytest.approx(GAIN_MAX / BUDGETED.target_utilization)
+    memory = BudgetMemory(gain=GAIN_MAX)
+    for _ in range(96):  # a day of slack on the policy's own fleet
+        memory = record_attainment(memory, 1.0, 20.0, 900.0)
+        memory = adjust_gain(memory, 0.01, 900.0, ceiling=ceiling)
+    assert memory.gain == pytest.approx(ceiling)
+    assert utilization_relief(memory) == pytest.approx(1.0 / BUDGETED.target_utilization)
+    assert planned_utilization(BUDGETED, utilization_relief(memory)) == pytest.approx(1.0)
+
+
+def test_the_relief_leaves_the_quantile_at_its_top() -> None:
+    """What the gain relieves beyond ``GAIN_MAX`` is the utilization, never the hold: the bursts
+    that p98 keeps stay kept."""
+    memory = _memory(([20.0] * 188 + [50.0] * 4) * 3)
+    at_top = headroom(replace(memory, gain=GAIN_MAX), budget=0.01)
+    beyond = headroom(replace(memory, gain=GAIN_MAX * 1.5), budget=0.01)
+    assert (beyond.quantile, beyond.ratio, beyond.peak) == (at_top.quantile, at_top.ratio, at_top.peak)
+
+
+@pytest.mark.parametrize(
+    ("user_headroom", "relief", "expected"), [(0.0, 1.0, 0.93), (0.0, 2.0, 1.0), (0.25, 2.0, 0.8)]
+)
+def test_the_relief_never_plans_beyond_the_capacity_nor_the_users_headroom(
+    user_headroom: float, relief: float, expected: float
+) -> None:
+    config = replace(CONFIG, headroom=user_headroom, target_utilization=0.93)
+    assert planned_utilization(config, relief) == pytest.approx(expected)
+
+
+def test_nothing_to_relieve_at_full_utilization_or_without_the_budgets_headroom() -> None:
+    assert gain_ceiling(replace(CONFIG, target_utilization=1.0)) == pytest.approx(GAIN_MAX)
+    assert gain_ceiling(replace(CONFIG, budget_headroom=False)) == pytest.approx(GAIN_MAX)
+
+
+def test_a_burn_takes_the_relief_back_first() -> None:
+    memory = BudgetMemory(gain=gain_ceiling(BUDGETED))
+    for _ in range(40):  # ten minutes missing 5% of the requests
+        memory = record_attainment(memory, 0.95, 20.0, STEP)
+        memory = adjust_gain(memory, 0.01, STEP, ceiling=gain_ceiling(BUDGETED))
+    assert utilization_relief(memory) == pytest.approx(1.0)
+    assert memory.gain < GAIN_MAX

@@ -25,6 +25,11 @@ before help could arrive. Three pieces, all pure:
   more headroom); while the short window burns below half, it rises (less headroom). ``gain`` stays
   within ``GAIN_MIN``–``GAIN_MAX`` and the short window alone lets it recover, so it can never wind
   up beyond recall.
+* **Beyond the quantile's top.** Once the quantile holds at its floor (``GAIN_MAX``) and the
+  budget still lasts, the gain goes on rising up to the ceiling its caller gives, and what it
+  relaxes is the planned utilization (:func:`utilization_relief`): the share of the learned
+  capacity the load now is sized to use. A stationary load that meets its target with room then
+  sheds the replica the fixed margin kept, and the first burn takes the margin back first.
 """
 
 from __future__ import annotations
@@ -258,6 +263,7 @@ def adjust_gain(
     elapsed_s: float,
     missing_now: bool = True,
     own_fleet: bool = True,
+    ceiling: float = GAIN_MAX,
 ) -> BudgetMemory:
     """The outer loop: more headroom while the budget burns too fast, less while it lasts.
 
@@ -271,6 +277,8 @@ def adjust_gain(
     else (a fixed fleet beside ``DryRun``, a schedule kept by hand) met it by means the policy does
     not have; learning from either would leave the headroom too thin once the fleet is the
     policy's.
+    ``ceiling``: the most the gain may reach (at least ``GAIN_MAX``); above ``GAIN_MAX`` it
+    relaxes the planned utilization (:func:`utilization_relief`), not the quantile.
     """
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)
@@ -286,7 +294,19 @@ def adjust_gain(
         # slack. The short window alone decides: after one bad hour the long one would keep the
         # headroom wound up for another hour whatever the fleet does now.
         gain *= math.exp(step * min(2.0, math.log(0.5 / max(min(short, long), 1e-3))))
-    return replace(memory, gain=min(GAIN_MAX, max(GAIN_MIN, gain)))
+    return replace(memory, gain=min(max(GAIN_MAX, ceiling), max(GAIN_MIN, gain)))
+
+
+def utilization_relief(memory: BudgetMemory) -> float:
+    """How much more of the learned capacity the load now may be sized to use: the gain beyond
+    ``GAIN_MAX`` (1: none), which it reaches only while the budget lasts with the quantile at its
+    top."""
+    return max(1.0, memory.gain / GAIN_MAX)
+
+
+def _quantile_gain(gain: float) -> float:
+    """The gain as the quantile reads it: within ``GAIN_QUANTILE_MIN``–``GAIN_MAX``."""
+    return min(GAIN_MAX, max(gain, GAIN_QUANTILE_MIN))
 
 
 def headroom(memory: BudgetMemory, budget: float) -> Headroom:
@@ -319,7 +339,7 @@ def headroom(memory: BudgetMemory, budget: float) -> Headroom:
 
 
 def _quantile(budget: float, gain: float) -> float:
-    return min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * max(gain, GAIN_QUANTILE_MIN)))
+    return min(0.9999, max(0.5, 1.0 - max(budget, 1e-6) * _quantile_gain(gain)))
 
 
 def _quantile_position(weights: tuple[float, ...], quantile: float) -> float:
@@ -353,12 +373,12 @@ def soften(room: Headroom, memory: BudgetMemory, budget: float, misses: Callable
     """
     if not room.learned:
         return room
-    ratio, peak = _soft_hold(memory, budget * max(memory.gain, GAIN_QUANTILE_MIN), misses)
+    ratio, peak = _soft_hold(memory, budget * _quantile_gain(memory.gain), misses)
     ratio, peak = min(room.ratio, ratio), min(room.peak, peak)
     softened = replace(room, ratio=ratio, peak=peak, soft=ratio < room.ratio or peak < room.peak)
     if room.floor_share <= 0.0:
         return softened
-    floor_ratio, floor_peak = _soft_hold(memory, STRICT_BUDGET * max(memory.gain, GAIN_QUANTILE_MIN), misses)
+    floor_ratio, floor_peak = _soft_hold(memory, STRICT_BUDGET * _quantile_gain(memory.gain), misses)
     return replace(
         softened, floor_ratio=min(room.floor_ratio, floor_ratio), floor_peak=min(room.floor_peak, floor_peak)
     )

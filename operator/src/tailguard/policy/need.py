@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from tailguard.policy.arrivals import Arrivals, Outlook
 from tailguard.policy.budget import (
+    GAIN_MAX,
     BudgetMemory,
     Headroom,
     adjust_gain,
@@ -22,6 +23,7 @@ from tailguard.policy.budget import (
     record_attainment,
     record_load,
     soften,
+    utilization_relief,
 )
 from tailguard.policy.learning import ReplicaCapacity
 from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, finite, fmt_ms, good_share, slo_held
@@ -37,9 +39,19 @@ _JUMPY = 2.0
 _FALL_SPREADS = 2.0
 
 
-def planned_utilization(config: PolicyConfig) -> float:
-    """The share of the learned capacity to plan for, after the user's headroom."""
-    return config.target_utilization / (1.0 + max(0.0, config.headroom))
+def planned_utilization(config: PolicyConfig, relief: float = 1.0) -> float:
+    """The share of the learned capacity to plan for, after the user's headroom. ``relief``: what
+    the error budget lets the target utilization rise by (:func:`utilization_relief`), never
+    beyond all of the capacity."""
+    return min(1.0, config.target_utilization * max(1.0, relief)) / (1.0 + max(0.0, config.headroom))
+
+
+def gain_ceiling(config: PolicyConfig) -> float:
+    """The most the budget's gain may reach: as far as relieves the target utilization up to all
+    of the learned capacity (``GAIN_MAX``, no relief, without the budget's headroom)."""
+    if not config.budget_headroom:
+        return GAIN_MAX
+    return GAIN_MAX / min(1.0, max(config.target_utilization, 0.5))
 
 
 def ceil_replicas(replicas: float) -> int:
@@ -152,7 +164,7 @@ def _learn_budget(
         obs.ready_replicas <= max(window)
         and obs.desired_replicas >= min(state.recommendations[-1][1], config.max_replicas)
     )
-    memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet)
+    memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet, gain_ceiling(config))
     return memory, headroom(memory, budget), startup
 
 
@@ -175,11 +187,7 @@ def size_need(
     broken = bool(breaches)
     current = obs.desired_replicas
     waiting = obs.waiting or 0.0
-    u = planned_utilization(config)
     healthy = cap.healthy
-    sized = None
-    if healthy is not None and healthy > 0 and not idle:
-        sized = ceil_replicas(ahead.measured / (healthy * u))
     # The history is of the load measured, the same load the hold scales: the surge and the
     # queue's growth are readings to act on now, and a burst's onset read up to twice its rate.
     # A burst shorter than the rate window counts at the height the burst window saw: the rate
@@ -188,6 +196,14 @@ def size_need(
     memory, room, startup = _learn_budget(
         config, state, obs, seen, now=now, elapsed=elapsed, idle=idle, falling=ahead.falling
     )
+    # The budget's slack beyond the quantile's top relieves the target utilization: the load now
+    # is sized at up to all of the learned capacity while the budget lasts.
+    relief = utilization_relief(memory) if config.budget_headroom else 1.0
+    u = planned_utilization(config, relief)
+    relieved = u > planned_utilization(config) * 1.001
+    sized = None
+    if healthy is not None and healthy > 0 and not idle:
+        sized = ceil_replicas(ahead.measured / (healthy * u))
     # Whether a fall is gradual asks the whole history: the calm between bursts falls too.
     gradual = _gradual_fall(config, state, load, ahead, room, now)
     held_from = given_trend(memory, ahead.falling)
@@ -237,7 +253,11 @@ def size_need(
             recommended = current + 1
     else:
         # Down only once the load fits with a margin (hysteresis), unless the trend confirms a fall.
-        down_u = u if ahead.falling else max(0.05, u - config.scale_down_margin)
+        # The margin is below the target utilization the user set, whatever the budget relieves:
+        # a relieved fleet grows later on a noisy steady load and shrinks no sooner (a band that
+        # moved up with the relief put a steady load of two replicas' worth on its edge: a reversal
+        # every few minutes).
+        down_u = u if ahead.falling else max(0.05, planned_utilization(config) - config.scale_down_margin)
         down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
         down = ceil_replicas(down_load / (per_replica * down_u))
         recommended = min(current, down) if down < current else current
@@ -280,6 +300,8 @@ def size_need(
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
         parts.append(f"capacity {per_replica:.1f} req/s per replica ({cap.modelled.explain()})")
+    if relieved:
+        parts.append(f"sized at {u:.0%} of it while the error budget lasts")
     return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual)
 
 
