@@ -195,11 +195,13 @@ def test_burn_rate_needs_enough_requests_to_tell() -> None:
     assert burn_rate(5, 10, 0.01) is None
 
 
-def _gain_after(good_share: float, hours: float, start: float = 1.0, *, own_fleet: bool = True) -> float:
+def _gain_after(
+    good_share: float, hours: float, start: float = 1.0, *, own_fleet: bool = True, ceiling: float = GAIN_MAX
+) -> float:
     memory = BudgetMemory(gain=start)
     for _ in range(int(hours * 3600 / STEP)):
         memory = record_attainment(memory, good_share, 50.0, STEP)
-        memory = adjust_gain(memory, 0.01, STEP, own_fleet=own_fleet)
+        memory = adjust_gain(memory, 0.01, STEP, own_fleet=own_fleet, ceiling=ceiling)
     return memory.gain
 
 
@@ -669,10 +671,7 @@ BUDGETED = replace(CONFIG, budget_headroom=True)
 def test_slack_beyond_the_quantiles_top_raises_the_gain_to_its_ceiling_and_no_further() -> None:
     ceiling = gain_ceiling(BUDGETED)
     assert ceiling == pytest.approx(GAIN_MAX / BUDGETED.target_utilization)
-    memory = BudgetMemory(gain=GAIN_MAX)
-    for _ in range(96):  # a day of slack on the policy's own fleet
-        memory = record_attainment(memory, 1.0, 20.0, 900.0)
-        memory = adjust_gain(memory, 0.01, 900.0, ceiling=ceiling)
+    memory = BudgetMemory(gain=_gain_after(1.0, 24.0, start=GAIN_MAX, ceiling=ceiling))  # a day of slack
     assert memory.gain == pytest.approx(ceiling)
     assert utilization_relief(memory) == pytest.approx(1.0 / BUDGETED.target_utilization)
     assert planned_utilization(BUDGETED, utilization_relief(memory)) == pytest.approx(1.0)
@@ -703,9 +702,9 @@ def test_nothing_to_relieve_at_full_utilization_or_without_the_budgets_headroom(
 
 
 def test_a_burn_takes_the_relief_back_first() -> None:
-    memory = BudgetMemory(gain=gain_ceiling(BUDGETED))
-    for _ in range(40):  # ten minutes missing 5% of the requests
-        memory = record_attainment(memory, 0.95, 20.0, STEP)
-        memory = adjust_gain(memory, 0.01, STEP, ceiling=gain_ceiling(BUDGETED))
+    ceiling = gain_ceiling(BUDGETED)
+    memory = BudgetMemory(
+        gain=_gain_after(0.95, 10 / 60, start=ceiling, ceiling=ceiling)
+    )  # ten minutes at 5×
     assert utilization_relief(memory) == pytest.approx(1.0)
     assert memory.gain < GAIN_MAX

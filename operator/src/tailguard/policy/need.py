@@ -199,8 +199,9 @@ def size_need(
     # The budget's slack beyond the quantile's top relieves the target utilization: the load now
     # is sized at up to all of the learned capacity while the budget lasts.
     relief = utilization_relief(memory) if config.budget_headroom else 1.0
+    planned = planned_utilization(config)
     u = planned_utilization(config, relief)
-    relieved = u > planned_utilization(config) * 1.001
+    relieved = u > planned * 1.001
     sized = None
     if healthy is not None and healthy > 0 and not idle:
         sized = ceil_replicas(ahead.measured / (healthy * u))
@@ -257,7 +258,7 @@ def size_need(
         # a relieved fleet grows later on a noisy steady load and shrinks no sooner (a band that
         # moved up with the relief put a steady load of two replicas' worth on its edge: a reversal
         # every few minutes).
-        down_u = u if ahead.falling else max(0.05, planned_utilization(config) - config.scale_down_margin)
+        down_u = u if ahead.falling else max(0.05, planned - config.scale_down_margin)
         down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
         down = ceil_replicas(down_load / (per_replica * down_u))
         recommended = min(current, down) if down < current else current
