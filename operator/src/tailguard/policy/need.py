@@ -233,15 +233,24 @@ def size_need(
     demand = ahead.demand
     up = ceil_replicas(max(demand, ahead.forecast) / (per_replica * u))
     on_the_way = obs.starting_replicas + obs.pending_replicas
-    if broken and not on_the_way:
+    draining = ""
+    if broken and not obs.pending_replicas:
         # Each saturated replica keeps its own queue (the Service does not move requests), so it
         # drains only by the margin between its capacity and its share of arrivals: size the fleet
-        # so that margin empties the queue within _DRAIN_S. Once replicas are on the way this extra
-        # is not asked for again: the queue grows while they start whatever is done, and asking
-        # again would cascade.
-        queue_each = waiting / max(1, replica.serving)
+        # so that margin empties the queue within _DRAIN_S. While replicas start, the queue the
+        # drain meets is the one they find: it grows on the replicas serving until then.
+        queue = waiting
+        if obs.starting_replicas:
+            excess = demand - replica.serving * per_replica
+            queue += _queue_growth(state, waiting, excess, startup, now, elapsed)
+        queue_each = queue / max(1, replica.serving)
         margin = max(0.5 * per_replica, per_replica - queue_each / _DRAIN_S)
-        up = max(up, ceil_replicas(demand / margin))
+        drain = ceil_replicas(demand / margin)
+        if drain > up and queue >= 1.0:
+            up = drain
+            draining = f"sized to drain {queue:.0f} queued requests within {_DRAIN_S:.0f} s"
+            if queue > waiting + 0.5:
+                draining += " (the queue the replicas starting will find)"
     if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
         # Replicas are starting for this breach: wait for them unless the need grew clearly.
         recommended = current
@@ -295,6 +304,8 @@ def size_need(
     if ahead.forecast > demand * 1.01:
         said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"
     parts.append(said)
+    if draining and recommended == up and recommended > current:
+        parts.append(draining)
     if holding:
         parts.append(_holding_sentence(hold, held_load, room, startup, floored, cap.burst_scale))
     if cap.saturated:
@@ -324,6 +335,22 @@ def _gradual_fall(
     shed = -load.trend * window * config.rate_window_s  # of the window's count, over the window
     beyond_noise = count > 0 and shed > _FALL_SPREADS * math.sqrt(count)
     return ahead.falling and beyond_noise and room.learned and room.ratio <= _JUMPY and not breached
+
+
+def _queue_growth(
+    state: PolicyState, waiting: float, excess: float, startup: float, now: float, elapsed: float
+) -> float:
+    """Requests the queue gains until the replicas starting now serve: over what is left of a
+    start-up since the fleet was last scaled, at the rate it grew since the last decision, and no
+    faster than the arrivals beyond what the replicas serving finish (``excess``). A burst read
+    as load but no queue growing behind it projects nothing."""
+    if state.waiting is None or elapsed <= 0:
+        return 0.0
+    rate = min(excess, (waiting - state.waiting) / elapsed)
+    left = startup
+    if state.last_scale_at is not None:
+        left = min(startup, max(0.0, state.last_scale_at + startup - now))
+    return max(0.0, rate) * left
 
 
 def _holding_sentence(
