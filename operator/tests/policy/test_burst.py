@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from policy.helpers import CONFIG, Run, breached, healthy
-from tailguard.policy import Decision, Limit, PolicyConfig, PolicyState, decide
+from tailguard.policy import Decision, Limit, Observation, PolicyConfig, PolicyState, decide
 
 
 def settled(config: PolicyConfig, rate: float, replicas: int, minutes: float = 12) -> Run:
@@ -64,6 +64,25 @@ def test_arrivals_follow_requests_in_flight(case: Flow) -> None:
     assert level_before is not None
     assert run.state.rate_level is not None
     assert case.expect(run.state.rate_level, rate), (level_before, run.state.rate_level)
+
+
+def test_a_queue_draining_in_a_breach_is_no_load() -> None:
+    # A queue of 3,600 held for two minutes (90 req/s arrive and finish), then help: 60 req/s
+    # arrive, the replicas still finish 90, and the queue falls by 30 a second. The level, which
+    # the error budget's history records, follows the arrivals down: read at the finished rate,
+    # the drain would enter the history as a peak that never came.
+    run = settled(CONFIG, 60.0, 3)
+    run.hold(lambda n: breached(90.0, 3, waiting=3600.0), 150)
+    queue = [3600.0]
+
+    def draining(n: int) -> Observation:
+        queue[0] = max(0.0, queue[0] - 30.0 * CONFIG.interval_s)
+        return breached(90.0, 3, waiting=queue[0])
+
+    run.hold(draining, 105)
+    assert queue[0] > 0, "the queue still drains"
+    assert run.state.rate_level is not None
+    assert run.state.rate_level < 80.0, run.state.rate_level
 
 
 def test_fewer_serving_replicas_is_no_fall_of_arrivals() -> None:

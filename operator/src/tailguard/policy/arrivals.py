@@ -112,7 +112,9 @@ def read_arrivals(
     # The in-flight change corrects the rate both ways when all is calm; while the SLO is broken
     # or the engines surge it may only add (what the replicas finish is then the least demand).
     load = max(load, flowed) if broken or surging else flowed
-    level, trend = _holt(state, max(flowed, rate) if broken else flowed, elapsed)
+    # The level follows arrivals, in a breach too: what the replicas finish while a queue drains
+    # is the queue's past, and read as load it would enter the history as a peak that never came.
+    level, trend = _holt(state, flowed, elapsed)
     # A queue: more requests waiting than replicas, so no replica is left with a free slot. The
     # p99s span the rate window: a breach read within one window of a queue may be only that
     # queue's tail, already gone.
