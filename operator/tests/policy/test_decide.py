@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from policy.helpers import CONFIG, Run, breached, healthy
-from tailguard.policy import Limit, Observation, PolicyConfig, PolicyState, Reason, decide
+from tailguard.policy import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason, decide
 from tailguard.policy.observed import Misses, poisson_tail
 
 
@@ -177,30 +177,30 @@ def test_starting_replicas_count_as_capacity_on_the_way() -> None:
     assert second.replicas == first.replicas, second.reason
 
 
-def _while_starting(growth_per_s: float, *, pending: bool = False) -> list[int]:
+def _while_starting(growth_per_s: float, *, pending: bool = False) -> list[Decision]:
     """Three decisions 15 s apart on two saturated replicas at 150 req/s: the first asks for
     help, the next two see it still starting (or pending) with the queue growing by
     ``growth_per_s``."""
     waiting = 400.0
     first, state = decide(CONFIG, WARM, obs(breached, 150, 2, waiting=waiting), NOW)
-    asked = [first.replicas]
+    decisions = [first]
     now = NOW
     for _ in range(2):
         now += 15.0
         waiting += growth_per_s * 15.0
-        on_the_way = asked[-1] - 2
-        counts = {"pending_replicas": on_the_way} if pending else {"starting_replicas": on_the_way}
-        later = obs(breached, 150, 2, waiting=waiting, desired_replicas=asked[-1], **counts)
+        asked = decisions[-1].replicas
+        counts = {"pending_replicas": asked - 2} if pending else {"starting_replicas": asked - 2}
+        later = obs(breached, 150, 2, waiting=waiting, desired_replicas=asked, **counts)
         decision, state = decide(CONFIG, state, replace(later, sample_time=now - 5.0), now)
-        asked.append(decision.replicas)
-    return asked
+        decisions.append(decision)
+    return decisions
 
 
 def test_a_queue_growing_while_replicas_start_asks_for_the_drain_it_will_meet() -> None:
     # The replicas asked for serve only after a start-up; the queue they find there is the one
     # that keeps growing on the two serving meanwhile, and draining it within a minute takes more.
-    steady_queue = _while_starting(0.0)
-    growing = _while_starting(40.0)
+    steady_queue = [d.replicas for d in _while_starting(0.0)]
+    growing = [d.replicas for d in _while_starting(40.0)]
     assert steady_queue[1] == steady_queue[0], steady_queue
     assert growing[1] > growing[0], growing
     # The projection runs to the start-up's end, not a start-up from each decision: the next
@@ -209,23 +209,14 @@ def test_a_queue_growing_while_replicas_start_asks_for_the_drain_it_will_meet() 
 
 
 def test_the_reason_says_what_queue_the_drain_is_sized_for() -> None:
-    first, state = decide(CONFIG, WARM, obs(breached, 150, 2, waiting=400.0), NOW)
-    later = obs(
-        breached,
-        150,
-        2,
-        waiting=1000.0,
-        desired_replicas=first.replicas,
-        starting_replicas=first.replicas - 2,
-    )
-    decision, _ = decide(CONFIG, state, replace(later, sample_time=NOW + 10.0), NOW + 15.0)
-    assert decision.replicas > first.replicas, decision.reason
-    assert "queued requests within 60 s (the queue the replicas starting will find)" in decision.reason
+    first, second, _ = _while_starting(40.0)
+    assert second.replicas > first.replicas, second.reason
+    assert "queued requests within 60 s (the queue the replicas starting will find)" in second.reason
 
 
 def test_replicas_pending_for_gpus_are_not_multiplied_by_a_growing_queue() -> None:
     # Pods that cannot be scheduled drain nothing whenever they are asked for.
-    pending = _while_starting(40.0, pending=True)
+    pending = [d.replicas for d in _while_starting(40.0, pending=True)]
     assert pending[1] == pending[0], pending
     assert pending[2] == pending[0], pending
 

@@ -62,6 +62,8 @@ class Arrivals:
     burst: float
     #: The in-flight samples to remember (this one included).
     in_flight: tuple[InFlightSample, ...]
+    #: Requests per second the queue gained since the last decision (0 when it shrank or unknown).
+    queue_growth: float = 0.0
 
 
 def read_arrivals(
@@ -107,8 +109,11 @@ def read_arrivals(
     # Under overload the replicas finish only what they sustain: arrivals are what they finish
     # plus the growth of the queue since the last decision. The surge is another reading of the
     # same arrivals (it already counts the requests the engines took in), so the larger counts.
-    if broken and waiting > 0 and state.waiting is not None and elapsed > 0:
-        load = max(load, rate + max(0.0, (waiting - state.waiting) / elapsed))
+    queue_growth = 0.0
+    if state.waiting is not None and elapsed > 0:
+        queue_growth = max(0.0, (waiting - state.waiting) / elapsed)
+    if broken and waiting > 0:
+        load = max(load, rate + queue_growth)
     # The in-flight change corrects the rate both ways when all is calm; while the SLO is broken
     # or the engines surge it may only add (what the replicas finish is then the least demand).
     load = max(load, flowed) if broken or surging else flowed
@@ -136,6 +141,7 @@ def read_arrivals(
         queue_gone=queue_gone,
         burst=burst,
         in_flight=history,
+        queue_growth=queue_growth,
     )
 
 

@@ -242,7 +242,7 @@ def size_need(
         queue = waiting
         if obs.starting_replicas:
             excess = demand - replica.serving * per_replica
-            queue += _queue_growth(state, waiting, excess, startup, now, elapsed)
+            queue += _queue_growth(state, load.queue_growth, excess, startup, now)
         queue_each = queue / max(1, replica.serving)
         margin = max(0.5 * per_replica, per_replica - queue_each / _DRAIN_S)
         drain = ceil_replicas(demand / margin)
@@ -337,20 +337,15 @@ def _gradual_fall(
     return ahead.falling and beyond_noise and room.learned and room.ratio <= _JUMPY and not breached
 
 
-def _queue_growth(
-    state: PolicyState, waiting: float, excess: float, startup: float, now: float, elapsed: float
-) -> float:
+def _queue_growth(state: PolicyState, growth: float, excess: float, startup: float, now: float) -> float:
     """Requests the queue gains until the replicas starting now serve: over what is left of a
-    start-up since the fleet was last scaled, at the rate it grew since the last decision, and no
-    faster than the arrivals beyond what the replicas serving finish (``excess``). A burst read
-    as load but no queue growing behind it projects nothing."""
-    if state.waiting is None or elapsed <= 0:
-        return 0.0
-    rate = min(excess, (waiting - state.waiting) / elapsed)
+    start-up since the fleet was last scaled, at the rate it grew since the last decision
+    (``growth``), and no faster than the arrivals beyond what the replicas serving finish
+    (``excess``). A burst read as load but no queue growing behind it projects nothing."""
     left = startup
     if state.last_scale_at is not None:
         left = min(startup, max(0.0, state.last_scale_at + startup - now))
-    return max(0.0, rate) * left
+    return max(0.0, min(excess, growth)) * left
 
 
 def _holding_sentence(
