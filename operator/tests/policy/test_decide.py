@@ -221,6 +221,39 @@ def test_replicas_pending_for_gpus_are_not_multiplied_by_a_growing_queue() -> No
     assert pending[2] == pending[0], pending
 
 
+def _settled_breach(*, queue_s_ago: float | None, scaled_up_s_ago: float | None) -> Decision:
+    """A fleet of four settled at 60 req/s, then a window whose p99 TTFT is broken with nothing
+    waiting now. ``queue_s_ago``: when requests last queued; ``scaled_up_s_ago``: when the fleet
+    was last scaled up (``None``: never)."""
+    run = Run(replicas=4)
+    run.hold(lambda n: healthy(60, n), 300.0)
+    assert run.replicas == 4
+    queued = None if queue_s_ago is None else run.now - queue_s_ago
+    scaled = None if scaled_up_s_ago is None else run.now - scaled_up_s_ago
+    run.state = replace(
+        run.state, queue_seen_at=queued, last_scale_at=scaled, last_direction=int(scaled is not None)
+    )
+    return run.step(breached(60, 4, waiting=0.0))
+
+
+def test_a_breach_the_model_cannot_explain_adds_a_replica() -> None:
+    # No queue anywhere in the window, yet the tail is broken: the model promised too much.
+    assert _settled_breach(queue_s_ago=None, scaled_up_s_ago=None).replicas == 5
+    # A queue the fleet drained without help: it may be short for the bursts that queue.
+    assert _settled_breach(queue_s_ago=60.0, scaled_up_s_ago=None).replicas == 5
+
+
+def test_the_tail_of_a_queue_the_new_replicas_drained_adds_nothing() -> None:
+    # The replicas asked for the breach arrived and drained its queue; the p99s span the rate
+    # window and still carry its tail, which says nothing against the model.
+    decision = _settled_breach(queue_s_ago=60.0, scaled_up_s_ago=150.0)
+    assert decision.reason_code is Reason.SLO_BREACH
+    assert decision.replicas == 4, decision.reason
+    # A queue older than the rate window, or help asked for long before it: the breach is the model's.
+    assert _settled_breach(queue_s_ago=CONFIG.rate_window_s + 30.0, scaled_up_s_ago=150.0).replicas == 5
+    assert _settled_breach(queue_s_ago=60.0, scaled_up_s_ago=1800.0).replicas == 5
+
+
 @pytest.mark.parametrize(
     ("waiting_per_replica", "measured"),
     [(0.5, False), (1.0, False), (3.0, True), (40.0, True)],

@@ -2,7 +2,8 @@
 
 replicas = load ÷ (capacity per replica × target utilization), where the load is the larger of the
 load now and its forecast over one start-up. When the SLO is broken the queue is added as load to
-drain, and a fleet the model thinks large enough gets one replica more anyway. The error budget's
+drain, and a fleet the model thinks large enough gets one replica more anyway (unless the replicas
+asked for the breach have just drained its queue). The error budget's
 headroom then holds capacity for the load the service may meet before a new replica is ready.
 """
 
@@ -258,7 +259,18 @@ def size_need(
         recommended = up
     elif broken:
         recommended = current
-        if settled and obs.pending_replicas == 0:
+        # The replicas asked for this breach have drained its queue (seen within the rate window,
+        # none now): the p99s still carry its tail, which says nothing against the model.
+        queue_at, scaled_at = load.queue_at, state.last_scale_at
+        helped = (
+            not load.queued
+            and queue_at is not None
+            and now - queue_at <= config.rate_window_s
+            and state.last_direction > 0
+            and scaled_at is not None
+            and now - scaled_at <= config.rate_window_s + startup
+        )
+        if settled and obs.pending_replicas == 0 and not helped:
             # The model sees room, yet the SLO is broken: add a replica anyway.
             recommended = current + 1
     else:
