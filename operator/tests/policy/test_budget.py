@@ -28,6 +28,7 @@ from tailguard.policy.budget import (
     burn_rate,
     given_trend,
     headroom,
+    peak_follows,
     record_attainment,
     record_load,
     soften,
@@ -92,6 +93,59 @@ def test_a_burst_under_way_is_not_multiplied_by_the_jump_into_it() -> None:
     held, floored = room.held(40.0)
     assert not floored
     assert 40.0 <= held <= 40.0 * 1.15, room
+
+
+def _spiky(calms: list[float], bursts: list[float]) -> list[float]:
+    """Two minutes calm, then a quarter minute of burst; the calm and the burst each in turn."""
+    loads: list[float] = []
+    for i in range(60):
+        loads += [calms[i % len(calms)]] * 8 + [bursts[i % len(bursts)]]
+    return loads
+
+
+def test_peaks_that_come_whatever_the_calm_do_not_follow_it() -> None:
+    """Code completion's bursts: the same heights out of calms of 2 to 12 req/s."""
+    follows, usual = peak_follows(_memory(_spiky([2.0, 5.0, 12.0], [60.0, 90.0, 120.0, 75.0])))
+    assert follows < 0.3
+    assert 4.0 < usual < 30.0
+
+
+@pytest.mark.parametrize(
+    "loads",
+    [
+        pytest.param([70.0 * (1.0 + 0.6 * math.sin(2 * math.pi * i / 240.0)) for i in range(720)], id="days"),
+        pytest.param([50.0] * 200, id="flat"),
+    ],
+)
+def test_peaks_that_swell_with_the_load_follow_it(loads: list[float]) -> None:
+    follows, _ = peak_follows(_memory(loads))
+    assert follows > 0.85
+
+
+def test_without_history_peaks_follow_the_load() -> None:
+    assert peak_follows(BudgetMemory()) == (1.0, 0.0)
+
+
+def test_a_calm_deeper_than_usual_holds_the_bursts_that_come_whatever_the_calm() -> None:
+    """The history's jump times a calm deeper than usual under-reads the burst out of it: the
+    bursts came at the same heights out of every calm, so the hold is about their peak."""
+    memory = _memory(_spiky([4.0, 8.0, 16.0], [80.0, 100.0, 120.0]))
+    room = headroom(memory, budget=0.01)
+    deep, _ = room.held(2.0)
+    assert room.start_scale(2.0) > 2.0, room
+    assert deep > 2.0 * room.ratio * 2.0
+    assert deep >= 0.8 * room.peak, room
+    assert room.held(room.usual)[0] == pytest.approx(min(room.usual * room.ratio, room.peak))
+
+
+def test_a_load_below_its_usual_level_holds_the_jump_it_always_met() -> None:
+    """Where the peaks swell with the load (a day), a quiet night holds the night's jump, not the
+    day's peak."""
+    loads = [70.0 * (1.0 + 0.6 * math.sin(2 * math.pi * i / 240.0)) for i in range(720)]
+    room = headroom(_memory(loads), budget=0.01)
+    night = 70.0 * 0.45
+    assert room.start_scale(night) == pytest.approx(1.0, abs=0.1)
+    assert room.held(night)[0] < 0.6 * room.peak, room
 
 
 def test_without_enough_history_nothing_is_held() -> None:
@@ -253,6 +307,17 @@ def test_budget_memory_survives_the_annotation() -> None:
     assert days.budget.falling_at
     assert sum(days.budget.fall_jumps) > 0
     assert PolicyState.from_json(days.to_json()) == days
+    assert len(state.budget.peak_fit) == 5
+
+
+@pytest.mark.parametrize(
+    "fit",
+    ["[1, 2, 3]", "[0, 1, 1, 1, 1]", "[5, 1, -1, 1, 1]", '[5, "x", 1, 1, 1]', '"nonsense"'],
+)
+def test_a_damaged_peak_fit_starts_over(fit: str) -> None:
+    state = PolicyState.from_json('{"budget": {"peak_fit": ' + fit + "}}")
+    assert state.budget.peak_fit == ()
+    assert peak_follows(state.budget) == (1.0, 0.0)
 
 
 def test_a_falling_mark_without_its_load_is_dropped() -> None:
@@ -306,6 +371,25 @@ def test_a_service_that_saw_bursts_holds_for_them_in_the_calm() -> None:
     without = plain.hold(lambda n: healthy(40.0, n), 600).replicas
     with_budget = _calm_after_bursts(0.99)
     assert with_budget > without, (with_budget, without)
+
+
+def test_a_calm_deeper_than_usual_holds_for_the_bursts_out_of_any_calm() -> None:
+    """Bursts to 200 req/s every five minutes out of calms of 20 and 40: after a deeper calm of
+    5 req/s has lasted long enough for the rate window to forget the last burst, the fleet still
+    holds for most of the burst, and the reason says why."""
+    config = replace(CONFIG, budget_headroom=True, max_replicas=32)
+    run = Run(config=config, replicas=3)
+    for i in range(12):
+        run.hold(lambda n, calm=(20.0, 40.0)[i % 2]: healthy(calm, n), 240)
+        burst = run.hold(lambda n: healthy(200.0, n), 60)
+    deep = run.hold(lambda n: healthy(5.0, n), 150)
+    room = headroom(run.state.budget, 1.0 - config.goodput_target)
+    assert room.follows < 0.5, room
+    # (the recommendation: the scale-down window keeps the burst's fleet a while yet)
+    assert deep.recommended is not None
+    assert burst.recommended is not None
+    assert deep.recommended >= 0.6 * burst.recommended, (deep.reason, burst.reason)
+    assert "below the usual" in deep.reason, deep.reason
 
 
 def test_the_reason_says_what_is_held_and_why() -> None:

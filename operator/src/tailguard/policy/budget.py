@@ -95,6 +95,10 @@ class BudgetMemory:
     all_long: float = 0.0
     #: The quantile's multiplier on the budget (1: hold the ``1 − budget`` quantile).
     gain: float = 1.0
+    #: Request-weighted, fading sums (weight, Σu, Σu², Σv, Σuv) of u = ln(load at a horizon's
+    #: start) and v = ln(the horizon's largest load), or empty: how
+    #: far the peaks follow the load they start from (:func:`peak_follows`).
+    peak_fit: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,12 +125,29 @@ class Headroom:
     soft: bool = False
     #: Read from what falling loads met (:func:`given_trend`), not the whole history.
     while_falling: bool = False
+    #: How far the history's peaks follow the load they start from (:func:`peak_follows`), and
+    #: the load its jumps usually start from: from a load below the usual one, what the jumps add
+    #: runs larger than the history's by ``(usual / load) ^ (1 − follows)``, smaller from above it.
+    follows: float = 1.0
+    usual: float = 0.0
 
     def held(self, load: float) -> tuple[float, bool]:
         """The load to hold for at ``load`` now, and whether the floor set it."""
-        held = min(load * self.ratio, max(self.peak, load))
-        floor = self.floor_share * min(load * self.floor_ratio, max(self.floor_peak, load))
+        scale = self.start_scale(load)
+        held = min(load * _scaled(self.ratio, scale), max(self.peak, load))
+        floor = self.floor_share * min(load * _scaled(self.floor_ratio, scale), max(self.floor_peak, load))
         return max(held, floor) * self.margin, floor > held
+
+    def start_scale(self, load: float) -> float:
+        """What the history's jump is multiplied by from ``load`` (1 where peaks follow it)."""
+        if self.follows >= 1.0 or not load > 0.0 or not self.usual > 0.0:
+            return 1.0
+        return float((self.usual / load) ** (1.0 - self.follows))
+
+
+def _scaled(ratio: float, scale: float) -> float:
+    """The jump ``ratio`` with what it adds to the load scaled (no jump stays none)."""
+    return 1.0 + (ratio - 1.0) * scale if ratio > 1.0 else ratio
 
 
 def _bucket(ratio: float) -> int:
@@ -191,6 +212,7 @@ def record_load(
     peaks = _decayed(memory.peaks, PEAK_BUCKETS, decay)
     fall_jumps = _decayed(memory.fall_jumps, BUCKETS, decay)
     fell = set(memory.falling_at)
+    fit = [v * decay for v in memory.peak_fit] if len(memory.peak_fit) == 5 else [0.0] * 5
     loads = [(t, x) for t, x in memory.loads if t <= now]
     kept: list[tuple[float, float]] = []
     for i, (t, x) in enumerate(loads):
@@ -207,6 +229,10 @@ def record_load(
         peaks[_peak_bucket(peak)] += weight
         if t in fell:
             fall_jumps[_bucket(ratio)] += weight
+        if x > 0 and 0 < peak < 1e9:
+            u, v = math.log(x), math.log(peak)
+            for i, term in enumerate((1.0, u, u * u, v, u * v)):
+                fit[i] += weight * term
     kept.append((now, _shorten([min(max(0.0, load), 1e9)])[0] if math.isfinite(load) else 1e9))
     falling_at = tuple(t for t, _ in kept if t in fell or (falling and t == now))
     return replace(
@@ -216,7 +242,34 @@ def record_load(
         peaks=_shorten(peaks),
         fall_jumps=_shorten(fall_jumps),
         falling_at=falling_at,
+        peak_fit=tuple(float(f"{v:.6g}") for v in fit) if fit[0] > 0 else (),
     )
+
+
+#: The regression of the peaks on their starts leans towards "peaks follow" (slope 1) as if the
+#: starts had spread this much more (in ln load): a history whose loads barely move says little
+#: of how peaks follow them.
+_FOLLOW_PRIOR = math.log(1.2) ** 2
+
+
+def peak_follows(memory: BudgetMemory) -> tuple[float, float]:
+    """How far a horizon's peak follows the load it starts from (0–1: the weighted slope of
+    ln(peak) on ln(start) over the history, leaning to 1 by ``_FOLLOW_PRIOR``) and the usual start
+    (the weighted geometric mean); ``(1, 0)`` before any history.
+
+    A load that swells and shrinks (a day, a ramp) carries its peaks with it: the history's jump
+    from the load now is what to hold. Bursts that come from a calm whatever its depth (code
+    completion) do not: the jump out of a calm deeper than usual is larger than the history's
+    typical one, and the history's jump times the deep calm lets the next burst through.
+    """
+    if len(memory.peak_fit) != 5 or memory.peak_fit[0] <= 0.0:
+        return 1.0, 0.0
+    w, su, suu, sv, suv = memory.peak_fit
+    mean_u = su / w
+    var_u = max(0.0, suu / w - mean_u * mean_u)
+    cov = suv / w - mean_u * sv / w
+    slope = (cov + _FOLLOW_PRIOR) / (var_u + _FOLLOW_PRIOR)
+    return min(1.0, max(0.0, slope)), math.exp(mean_u)
 
 
 def given_trend(memory: BudgetMemory, falling: bool) -> BudgetMemory:
@@ -319,7 +372,8 @@ def headroom(memory: BudgetMemory, budget: float) -> Headroom:
     if sum(memory.jumps) < MIN_WEIGHT or len(memory.peaks) != PEAK_BUCKETS:
         return Headroom(1.0, margin, math.inf, quantile, False, short, long)
     ratio, peak = _quantiles(memory, quantile)
-    room = Headroom(ratio, margin, peak, quantile, True, short, long)
+    follows, usual = peak_follows(memory)
+    room = Headroom(ratio, margin, peak, quantile, True, short, long, follows=follows, usual=usual)
     strict = _quantile(STRICT_BUDGET, memory.gain)
     if budget <= STRICT_BUDGET * (1.0 + 1e-9) or strict <= quantile:
         return room

@@ -319,7 +319,7 @@ def size_need(
     if draining and recommended == up and recommended > current:
         parts.append(draining)
     if holding:
-        parts.append(_holding_sentence(hold, held_load, room, startup, floored, cap.burst_scale))
+        parts.append(_holding_sentence(hold, held_load, room, startup, floored, cap.burst_scale, seen))
     if cap.saturated:
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
@@ -361,7 +361,13 @@ def _queue_growth(state: PolicyState, growth: float, excess: float, startup: flo
 
 
 def _holding_sentence(
-    hold: int | None, load: float, room: Headroom, startup_s: float, floored: bool, burst_scale: float
+    hold: int | None,
+    load: float,
+    room: Headroom,
+    startup_s: float,
+    floored: bool,
+    burst_scale: float,
+    seen: float,
 ) -> str:
     after = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
     history = "the history of falling loads" if room.while_falling else "its history"
@@ -377,6 +383,15 @@ def _holding_sentence(
         what = (
             f"{room.floor_share:.0%} of the 1% budget's hold, p{room.floor_quantile * 100:.4g} "
             f"of the load within {startup_s:.0f} s"
+        )
+    scale = room.start_scale(seen)
+    unscaled, _ = replace(room, follows=1.0).held(seen)
+    if unscaled > 0 and abs(load / unscaled - 1.0) >= 0.05:
+        # The history's peaks do not follow the load they start from (bursts out of any calm).
+        side = "below" if scale > 1.0 else "above"
+        what += (
+            f", its jump {scale:.2f}× the history's from {seen:.1f} req/s, {side} the usual "
+            f"{room.usual:.1f} (its peaks follow their start {room.follows:.0%})"
         )
     if burst_scale < 0.995:
         after += f"; a burst met at {burst_scale:.0%} of the capacity (bursts broke the SLO on a held fleet)"

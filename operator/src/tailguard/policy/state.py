@@ -203,6 +203,11 @@ def _parse_budget(value: Any) -> Any:
         jumps = legacy + (0.0,) * (JUMP_BUCKETS - LEGACY_JUMP_BUCKETS) if legacy else ()
     peaks = floats(value.get("peaks"), PEAK_BUCKETS)
     fall_jumps = floats(value.get("fall_jumps"), JUMP_BUCKETS)
+    raw_fit = value.get("peak_fit")
+    fit = [_number(v) for v in raw_fit] if isinstance(raw_fit, list) and len(raw_fit) == 5 else []
+    peak_fit = tuple(n for n in fit if n is not None) if all(n is not None for n in fit) else ()
+    if peak_fit and (peak_fit[0] <= 0 or peak_fit[2] < 0):
+        peak_fit = ()
     raw_fell = value.get("falling_at")
     fell = [_number(v) for v in raw_fell] if isinstance(raw_fell, list) else []
     recent = tuple(loads[-64:])
@@ -214,5 +219,6 @@ def _parse_budget(value: Any) -> Any:
         fall_jumps=fall_jumps if len(fall_jumps) == JUMP_BUCKETS else (),
         falling_at=tuple(t for t in fell if t is not None and t in times),
         gain=gain if gain is not None and gain > 0 else 1.0,
+        peak_fit=peak_fit if len(peak_fit) == 5 else (),
         **sums,
     )
