@@ -96,8 +96,9 @@ class BudgetMemory:
     #: The quantile's multiplier on the budget (1: hold the ``1 − budget`` quantile).
     gain: float = 1.0
     #: Request-weighted, fading sums (weight, Σu, Σu², Σv, Σuv) of u = ln(load at a horizon's
-    #: start) and v = ln(the horizon's largest load), or empty: how
-    #: far the peaks follow the load they start from (:func:`peak_follows`).
+    #: start) and v = ln(the horizon's largest load), or empty: how far the peaks follow the
+    #: load they start from (:func:`peak_follows`). Six digits, not the histograms' four: the
+    #: variance is a difference of two of them.
     peak_fit: tuple[float, ...] = ()
 
 
@@ -231,8 +232,8 @@ def record_load(
             fall_jumps[_bucket(ratio)] += weight
         if x > 0 and 0 < peak < 1e9:
             u, v = math.log(x), math.log(peak)
-            for i, term in enumerate((1.0, u, u * u, v, u * v)):
-                fit[i] += weight * term
+            for k, term in enumerate((1.0, u, u * u, v, u * v)):
+                fit[k] += weight * term
     kept.append((now, _shorten([min(max(0.0, load), 1e9)])[0] if math.isfinite(load) else 1e9))
     falling_at = tuple(t for t, _ in kept if t in fell or (falling and t == now))
     return replace(

@@ -219,6 +219,6 @@ def _parse_budget(value: Any) -> Any:
         fall_jumps=fall_jumps if len(fall_jumps) == JUMP_BUCKETS else (),
         falling_at=tuple(t for t in fell if t is not None and t in times),
         gain=gain if gain is not None and gain > 0 else 1.0,
-        peak_fit=peak_fit if len(peak_fit) == 5 else (),
+        peak_fit=peak_fit,
         **sums,
     )
