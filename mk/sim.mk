@@ -1,5 +1,5 @@
 # The fleet simulator and its benchmark (operator/src/tailguard/sim).
-.PHONY: bench bench-quick bench-seeds bench-frontier bench-lever simulate-example
+.PHONY: bench bench-quick bench-seeds bench-frontier bench-lever bench-queue simulate-example
 
 BENCH_OUT ?= out/bench
 BENCH_JOBS ?= 2
@@ -20,6 +20,12 @@ bench-frontier: venv ## every policy swept over its knob on every trace; tailgua
 
 bench-lever: venv ## tailguard with and without max-batch tuning, side by side, where the cap matters (~3 min)
 	$(PY) -m tailguard.sim.bench.lever --jobs $(BENCH_JOBS)
+
+bench-queue: venv ## the prefill queue model's p99 TTFT against one simulated replica's, on three mixes (seconds)
+	$(PY) -m tailguard.sim.bench.queue --mix code --profile h100-llama3-8b --rates 2,6,8,10,12
+	$(PY) -m tailguard.sim.bench.queue --mix long-context --profile h100-llama3.1-8b-128k --rates 0.1,0.2,0.3 \
+		--duration-s 1200
+	$(PY) -m tailguard.sim.bench.queue --mix chat --profile h100x2-llama3-70b-fp8 --rates 4,8,10
 
 simulate-example: venv ## a 20-minute bursty trace through every policy, outputs in out/simulate
 	$(PY) -m tailguard.sim --synthetic bursty --rate 30 --peak-rate 80 --duration-s 1200 \

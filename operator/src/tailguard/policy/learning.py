@@ -442,10 +442,11 @@ def capacity_of(
         batch_now=replica.batch,
         tpot_ok_now=tpot_ok,
         prompt_tokens=engine.prompt_tokens,
-        # The modelled TTFT bound (``capacity.ttft_p99``) is not applied: with long prompts of
-        # widely spread lengths it read a queueing tail that the prompt's own prefill makes, and on
-        # the long-context benchmark held 32 replicas where a flat 8 reach the target (31.8
-        # GPU-h at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects the capacity.
+        # The modelled TTFT bound (``capacity.ttft_p99``) is not applied: its queue assumes one
+        # spread of prompt lengths, and long prompts of narrow spread queue far less (one
+        # replica, ``make bench-queue``: the engine's p99 at 0.52-0.68x the model's); on the
+        # long-context benchmark it held 32 replicas where a flat 8 reach the target (31.8 GPU-h
+        # at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects the capacity.
         ttft_slo_s=config.ttft_slo_s if ttft_bound else None,
         note=note,
         saturation_ttft_s=config.ttft_slo_s,
