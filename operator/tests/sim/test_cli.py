@@ -93,6 +93,22 @@ def test_a_trace_file_with_rate_scale_and_window(tmp_path: Path) -> None:
     assert cli.run(args) == 0
 
 
+def test_requests_longer_than_the_model_are_named_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    # every tenth prompt with its answer runs past the 8B profile's 8,192 tokens
+    rows = "\n".join(f"{i * 0.5},{8190 if i % 10 == 0 else 200},{50}" for i in range(200))
+    trace.write_text("arrival_s,input_tokens,output_tokens\n" + rows + "\n", encoding="utf-8")
+    args = parse(
+        "--trace", str(trace), "--profile", "h100-llama3-8b", "--policies", "static", "--no-progress"
+    )
+    assert cli.load(args).longer_than(8192) == 20
+    assert cli.run(args) == 0
+    out = capsys.readouterr().out
+    assert "20 requests (10.00%) longer than the model length (8,192 tokens, prompt and output)" in out
+
+
 @pytest.mark.parametrize(
     "argv",
     [

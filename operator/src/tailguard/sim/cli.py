@@ -438,6 +438,13 @@ def run(args: argparse.Namespace) -> int:
     )
     result = run_scenario(scenario, policies, progress=False if args.no_progress else None)
     print(table(result.summaries, result.lower_bound_gpu_hours, slo.goodput))
+    rejected = trace.longer_than(profile.max_model_len)
+    if rejected:
+        print(
+            f"{rejected} request{'s' if rejected != 1 else ''} ({rejected / len(trace):.2%}) longer than "
+            f"the model length ({profile.max_model_len:,} tokens, prompt and output): rejected as "
+            "vLLM does with a 400, counted as misses by every policy"
+        )
     if result.flat is not None:
         print(_flat_line(result.flat.replicas, scenario))
     if args.out:

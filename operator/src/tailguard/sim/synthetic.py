@@ -54,8 +54,9 @@ PREFILL_HEAVY = TokenMix("prefill-heavy", 462, 16)
 #: A chat mix with longer prompts (system prompt + history), the benchmark default.
 CHAT = TokenMix("chat", 600, 220, input_sigma=0.8, output_sigma=0.9, input_max=4096)
 
-#: Code completion: long prompts (the file around the cursor), a few dozen tokens out.
-CODE = TokenMix("code", 2000, 30, input_sigma=0.5, output_sigma=0.8, input_max=8192, output_max=256)
+#: Code completion: long prompts (the file around the cursor), a few dozen tokens out. The client
+#: trims the prompt to leave the answer room in an 8,192-token context: longer, vLLM rejects it.
+CODE = TokenMix("code", 2000, 30, input_sigma=0.5, output_sigma=0.8, input_max=8192 - 256, output_max=256)
 #: Long-context requests (documents, repositories): prompts of 32k tokens and more, for a
 #: long-context profile such as ``h100-llama3.1-8b-128k``.
 LONG_CONTEXT = TokenMix(

@@ -80,6 +80,11 @@ class Trace:
     def mean_rate(self) -> float:
         return len(self) / self.duration_s if self.duration_s > 0 else 0.0
 
+    def longer_than(self, max_model_len: int) -> int:
+        """Requests whose prompt and output exceed ``max_model_len`` tokens: vLLM rejects them
+        with a 400 before they reach the engine, so no fleet serves them."""
+        return int(np.sum(self.input_tokens + self.output_tokens > max_model_len))
+
     def scaled(self, k: float) -> Trace:
         """Time compressed by ``k``: the same requests at ``k`` times the rate."""
         if not k > 0 or not math.isfinite(k):
