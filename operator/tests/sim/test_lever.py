@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sim.helpers import exits_with_one_line
 from tailguard.sim.bench.lever import CASES, LeverRun, main, table
 
 
@@ -29,7 +30,4 @@ def test_every_workload_has_its_own_key() -> None:
 def test_bad_options_end_in_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    exits_with_one_line(main, argv, message, capsys)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sim.helpers import exits_with_one_line
 from tailguard.sim import synthetic
 from tailguard.sim.bench.queue import QueueRow, decode_batch, main, measure, profile_model, table
 from tailguard.sim.profiles import get_profile
@@ -51,7 +52,4 @@ def test_the_table_marks_a_saturated_model() -> None:
 def test_bad_options_end_in_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    exits_with_one_line(main, argv, message, capsys)
