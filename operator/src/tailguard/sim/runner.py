@@ -181,6 +181,35 @@ def flat_fleet(
     return FlatFleet(hi, tuple(tried)), runs[hi]
 
 
+@dataclass(frozen=True)
+class LeadInFlat:
+    """The flat fleet sized by hand from the lead-in alone (no hindsight of the trace): the
+    fewest fixed replicas that reach the target on the lead-in, and that fleet's run on the trace.
+    What a user who sized the fleet from the hour before would pay, and get."""
+
+    replicas: int | None
+    #: That fleet on the trace itself (``None`` when no count within the bounds reaches the target
+    #: on the lead-in).
+    summary: PolicySummary | None
+
+
+def lead_in_flat(scenario: Scenario, bound: Sequence[int]) -> LeadInFlat | None:
+    """Search the flat fleet on the scenario's lead-in, then run it on the trace (``None``
+    without a lead-in)."""
+    if scenario.warmup_s <= 0:
+        return None
+    lead = scenario.trace.lead_in(scenario.warmup_s)
+    if not len(lead):
+        return None
+    shifted = Trace(lead.name, lead.arrival_s + scenario.warmup_s, lead.input_tokens, lead.output_tokens)
+    on_lead, _ = flat_fleet(replace(scenario, trace=shifted, warmup_s=0.0, lead_in_schedule=()), bound)
+    if on_lead.replicas is None:
+        return LeadInFlat(None, None)
+    n = on_lead.replicas
+    run = simulate(scenario.trace, Fixed("flat from the lead-in", n), scenario.fleet(n, follow_lead_in=False))
+    return LeadInFlat(n, summarise(run, scenario.slo))
+
+
 class Progress:
     """A one-line progress bar on stderr (only when it is a terminal, or when forced)."""
 

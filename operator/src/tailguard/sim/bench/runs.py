@@ -43,7 +43,7 @@ from tailguard.sim.report import (
     write_summary,
     write_timeline,
 )
-from tailguard.sim.runner import Scenario, ScenarioResult, run
+from tailguard.sim.runner import LeadInFlat, Scenario, ScenarioResult, lead_in_flat, run
 
 
 def speed(seed: int = 0) -> tuple[int, float]:
@@ -79,6 +79,22 @@ class TraceRun:
     document: dict[str, object]
     informed: list[Point] | None = None
     swept: list[SweepPoint] = field(default_factory=list)
+
+
+def lead_in_flat_line(found: LeadInFlat, goodput: float, tailguard_gpu_hours: float | None) -> str:
+    """The flat fleet sized on the lead-in, in one line: what it reached on the trace, at what
+    cost, and tailguard's GPU-hours against it."""
+    if found.replicas is None or found.summary is None:
+        return "flat fleet sized on the lead-in: none within the bounds reaches the target there"
+    s = found.summary
+    mark = "" if s.attainment >= goodput else f" (under the target {goodput})"
+    ratio = ""
+    if tailguard_gpu_hours and s.gpu_hours:
+        ratio = f"; tailguard {tailguard_gpu_hours / s.gpu_hours:.2f}x it"
+    return (
+        f"flat fleet sized on the lead-in: {found.replicas} replicas, on the trace {s.attainment:.4f}{mark} "
+        f"at {s.gpu_hours:.2f} GPU-h{ratio}"
+    )
 
 
 def _run_trace(
@@ -125,6 +141,9 @@ def _run_trace(
                 tailguard_settings=FRONTIER_TAILGUARD,
             )
     tg = next((s for s in result.summaries if s.policy == "tailguard"), None)
+    from_lead_in = lead_in_flat(scenario, result.lower_bound)
+    if from_lead_in is not None:
+        print(lead_in_flat_line(from_lead_in, bench.slo.goodput, tg.gpu_hours if tg is not None else None))
     checks: list[Goal] = []
     if tg is not None:
         print("tailguard GPU-hours against:")
@@ -160,6 +179,11 @@ def _run_trace(
         document["flat_fleet"] = {
             "replicas": flat.replicas,
             "tried": [{"replicas": n, "attainment": a, "gpu_hours": g} for n, a, g in flat.tried],
+        }
+    if from_lead_in is not None:
+        document["lead_in_flat"] = {
+            "replicas": from_lead_in.replicas,
+            **(from_lead_in.summary.as_dict() if from_lead_in.summary is not None else {}),
         }
     if swept:
         document["sweep"] = [
