@@ -192,6 +192,38 @@ def test_a_surge_is_read_right_after_a_fleet_change(case: Surge) -> None:
     assert (decision.replicas > case.after) is case.rises, decision.reason
 
 
+def _surge_read(burst_window: bool) -> float:
+    """The load read when the requests in flight grow to 1.6× the window's batch over a minute
+    while arrivals rose by a tenth: the rest of the growth is each request's longer stay in a
+    slower batch. With ``burst_window`` the last scrape interval's count is known."""
+    rate, replicas = 35.0 * 5, 5
+    run = settled(CONFIG, rate, replicas)
+    base = healthy(rate, replicas)
+    assert base.running is not None
+    decision = run.history[-1]
+    for k in range(1, 5):
+        arrivals = 1.1 * rate
+        obs = replace(base, running=base.running * (1.0 + 0.15 * k))
+        if burst_window:
+            # Finished over the interval: arrivals less what the engines took in meanwhile.
+            taken_in = 0.15 * base.running / CONFIG.interval_s
+            obs = replace(obs, request_rate_burst=arrivals - taken_in)
+        decision = run.step(obs)
+    found = re.search(r"load ([0-9.]+) req/s", decision.reason)
+    assert found, decision.reason
+    return float(found.group(1))
+
+
+def test_a_surge_is_read_no_higher_than_the_last_interval_counted() -> None:
+    """Scaled by the running gauge alone the rate reads the slower batch as more load (1.6×);
+    the burst window's count of the last interval (arrivals 1.1×, within two Poisson spreads)
+    bounds it."""
+    rate = 35.0 * 5
+    assert _surge_read(burst_window=False) >= 1.5 * rate
+    bounded = _surge_read(burst_window=True)
+    assert 1.1 * rate <= bounded <= 1.1 * rate + 2.0 * (1.1 * rate / CONFIG.interval_s) ** 0.5 + 1.0
+
+
 def _jump_then_catch_up(run: Run, before: float, after: float, seconds: float) -> list[Decision]:
     """The load jumps from ``before`` to ``after``: the running gauge shows it at once, the rate
     window's mean climbs to it over one window and stays."""

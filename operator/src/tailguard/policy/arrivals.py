@@ -87,6 +87,7 @@ def read_arrivals(
     history = _prune_in_flight(state.in_flight, obs.sample_time, config)
     flow = _in_flight_change(history, obs.sample_time, in_flight_now, replica.serving, config.rate_window_s)
     burst = burst_arrivals(config, obs, history, in_flight_now, replica.serving)
+    ceiling = burst_ceiling(config, obs, history, in_flight_now, replica.serving)
     history = (*history, (obs.sample_time, in_flight_now, replica.serving))
     flowed = max(0.0, rate + flow) if flow is not None else rate
     # Rates lag by the window; the running and waiting gauges do not. When the requests in the
@@ -105,7 +106,10 @@ def read_arrivals(
     jump_at = now if surging and surge >= _JUMP else state.jump_seen_at
     load = rate
     if surging:
-        load = max(load, rate * surge)
+        # The running gauge grows with the arrivals and with the stay of each request, which
+        # lengthens as the batch grows: scaled by it, the rate reads a burst's onset up to a
+        # quarter above the burst. The last scrape interval's count bounds it where it is read.
+        load = max(load, rate * surge if ceiling is None else min(rate * surge, ceiling))
     # Under overload the replicas finish only what they sustain: arrivals are what they finish
     # plus the growth of the queue since the last decision. The surge is another reading of the
     # same arrivals (it already counts the requests the engines took in), so the larger counts.
@@ -224,16 +228,53 @@ def burst_arrivals(
     it finished, plus the change of requests in flight since the sample one interval ago (while a
     queue drains the replicas finish more than arrives), less ``_BURST_SPREADS`` Poisson spreads of
     the interval's count. 0 without a burst rate."""
-    rate, now = obs.request_rate_burst, obs.sample_time
-    if rate is None or not math.isfinite(rate) or rate <= 0 or now is None:
+    counted = _burst_count(config, obs, history, in_flight, serving)
+    if counted is None:
         return 0.0
+    count, span = counted
+    return max(0.0, count - _BURST_SPREADS * math.sqrt(count)) / span
+
+
+def burst_ceiling(
+    config: PolicyConfig,
+    obs: Observation,
+    history: tuple[InFlightSample, ...],
+    in_flight: float,
+    serving: int,
+) -> float | None:
+    """The most the burst window's last scrape interval lets arrivals be: its count (as
+    :func:`burst_arrivals` reads it) plus ``_BURST_SPREADS`` Poisson spreads, per second; ``None``
+    without a burst rate or without the in-flight sample that makes its count one of arrivals."""
+    counted = _burst_count(config, obs, history, in_flight, serving, need_flow=True)
+    if counted is None:
+        return None
+    count, span = counted
+    return (count + _BURST_SPREADS * math.sqrt(max(count, 1.0))) / span
+
+
+def _burst_count(
+    config: PolicyConfig,
+    obs: Observation,
+    history: tuple[InFlightSample, ...],
+    in_flight: float,
+    serving: int,
+    *,
+    need_flow: bool = False,
+) -> tuple[float, float] | None:
+    """Arrivals counted over the burst window's last scrape interval, and that interval."""
+    rate, now = obs.request_rate_burst, obs.sample_time
+    if rate is None or not math.isfinite(rate) or rate < 0 or now is None:
+        return None
     # Two scrapes: the rate is one interval's increase.
     span = 0.5 * config.burst_window_s
     flow = _in_flight_change(history, now, in_flight, serving, span)
     if flow is not None:
         rate = max(0.0, rate + flow)
-    count = rate * span
-    return max(0.0, count - _BURST_SPREADS * math.sqrt(count)) / span
+    elif need_flow:
+        return None
+    if rate <= 0 and not need_flow:
+        return None
+    return rate * span, span
 
 
 def _prune_in_flight(
