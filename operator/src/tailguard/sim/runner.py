@@ -198,11 +198,10 @@ def lead_in_flat(scenario: Scenario, bound: Sequence[int]) -> LeadInFlat | None:
     without a lead-in)."""
     if scenario.warmup_s <= 0:
         return None
-    lead = scenario.trace.lead_in(scenario.warmup_s)
+    lead = lead_in_from_zero(scenario)
     if not len(lead):
         return None
-    shifted = Trace(lead.name, lead.arrival_s + scenario.warmup_s, lead.input_tokens, lead.output_tokens)
-    on_lead, _ = flat_fleet(replace(scenario, trace=shifted, warmup_s=0.0, lead_in_schedule=()), bound)
+    on_lead, _ = flat_fleet(replace(scenario, trace=lead, warmup_s=0.0, lead_in_schedule=()), bound)
     if on_lead.replicas is None:
         return LeadInFlat(None, None)
     n = on_lead.replicas
@@ -232,18 +231,24 @@ class Progress:
         sys.stderr.flush()
 
 
+def lead_in_from_zero(scenario: Scenario) -> Trace:
+    """The scenario's lead-in (``warmup_s`` of it) with its clock starting at 0, as a trace of
+    its own."""
+    lead = scenario.trace.lead_in(scenario.warmup_s)
+    return Trace(lead.name, lead.arrival_s + scenario.warmup_s, lead.input_tokens, lead.output_tokens)
+
+
 def with_lead_in_schedule(scenario: Scenario) -> Scenario:
     """The scenario with the lower bound's schedule of its lead-in, which serves the lead-in: a
     fleet that follows the lead-in's load, so a long lead-in whose load moves (an hour of a
     diurnal load) leaves no queue a fleet of the start's size would build."""
     if scenario.warmup_s <= 0 or scenario.lead_in_schedule:
         return scenario
-    lead = scenario.trace.lead_in(scenario.warmup_s)
+    lead = lead_in_from_zero(scenario)
     if len(lead) < 2:
         return scenario
-    shifted = Trace(lead.name, lead.arrival_s + scenario.warmup_s, lead.input_tokens, lead.output_tokens)
     schedule = lower_bound(
-        shifted,
+        lead,
         scenario.fleet(scenario.min_replicas),
         scenario.slo,
         window_s=scenario.oracle_window_s,
