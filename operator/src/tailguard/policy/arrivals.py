@@ -86,8 +86,9 @@ def read_arrivals(
     in_flight_now = (obs.running or 0.0) + waiting
     history = _prune_in_flight(state.in_flight, obs.sample_time, config)
     flow = _in_flight_change(history, obs.sample_time, in_flight_now, replica.serving, config.rate_window_s)
-    burst = burst_arrivals(config, obs, history, in_flight_now, replica.serving)
-    ceiling = burst_ceiling(config, obs, history, in_flight_now, replica.serving)
+    counted = burst_count(config, obs, history, in_flight_now, replica.serving)
+    burst = counted.certain() if counted is not None else 0.0
+    ceiling = counted.ceiling() if counted is not None else None
     history = (*history, (obs.sample_time, in_flight_now, replica.serving))
     flowed = max(0.0, rate + flow) if flow is not None else rate
     # Rates lag by the window; the running and waiting gauges do not. When the requests in the
@@ -217,51 +218,37 @@ def steady(config: PolicyConfig, load: Arrivals) -> bool:
     return not load.surging and load.trend * config.startup_s <= _TREND_SIGNIFICANT * max(load.level, 1e-9)
 
 
-def burst_arrivals(
+@dataclass(frozen=True)
+class BurstCount:
+    """Arrivals counted over the burst window's last scrape interval (its ``span``): the requests
+    it finished plus the change of requests in flight since the sample one interval ago, where
+    that sample exists (``flow_known``; while a queue drains the replicas finish more than
+    arrives)."""
+
+    count: float
+    span: float
+    flow_known: bool
+
+    def certain(self) -> float:
+        """Arrivals per second for certain: the count less ``_BURST_SPREADS`` Poisson spreads."""
+        return max(0.0, self.count - _BURST_SPREADS * math.sqrt(self.count)) / self.span
+
+    def ceiling(self) -> float | None:
+        """The most arrivals per second may be: the count plus ``_BURST_SPREADS`` Poisson spreads;
+        ``None`` without the in-flight sample that makes the count one of arrivals."""
+        if not self.flow_known:
+            return None
+        return (self.count + _BURST_SPREADS * math.sqrt(max(self.count, 1.0))) / self.span
+
+
+def burst_count(
     config: PolicyConfig,
     obs: Observation,
     history: tuple[InFlightSample, ...],
     in_flight: float,
     serving: int,
-) -> float:
-    """Arrivals per second over the burst window's last scrape interval, for certain: the requests
-    it finished, plus the change of requests in flight since the sample one interval ago (while a
-    queue drains the replicas finish more than arrives), less ``_BURST_SPREADS`` Poisson spreads of
-    the interval's count. 0 without a burst rate."""
-    counted = _burst_count(config, obs, history, in_flight, serving)
-    if counted is None:
-        return 0.0
-    count, span = counted
-    return max(0.0, count - _BURST_SPREADS * math.sqrt(count)) / span
-
-
-def burst_ceiling(
-    config: PolicyConfig,
-    obs: Observation,
-    history: tuple[InFlightSample, ...],
-    in_flight: float,
-    serving: int,
-) -> float | None:
-    """The most the burst window's last scrape interval lets arrivals be: its count (as
-    :func:`burst_arrivals` reads it) plus ``_BURST_SPREADS`` Poisson spreads, per second; ``None``
-    without a burst rate or without the in-flight sample that makes its count one of arrivals."""
-    counted = _burst_count(config, obs, history, in_flight, serving, need_flow=True)
-    if counted is None:
-        return None
-    count, span = counted
-    return (count + _BURST_SPREADS * math.sqrt(max(count, 1.0))) / span
-
-
-def _burst_count(
-    config: PolicyConfig,
-    obs: Observation,
-    history: tuple[InFlightSample, ...],
-    in_flight: float,
-    serving: int,
-    *,
-    need_flow: bool = False,
-) -> tuple[float, float] | None:
-    """Arrivals counted over the burst window's last scrape interval, and that interval."""
+) -> BurstCount | None:
+    """The burst window's count of its last scrape interval (``None`` without a burst rate)."""
     rate, now = obs.request_rate_burst, obs.sample_time
     if rate is None or not math.isfinite(rate) or rate < 0 or now is None:
         return None
@@ -270,11 +257,20 @@ def _burst_count(
     flow = _in_flight_change(history, now, in_flight, serving, span)
     if flow is not None:
         rate = max(0.0, rate + flow)
-    elif need_flow:
-        return None
-    if rate <= 0 and not need_flow:
-        return None
-    return rate * span, span
+    return BurstCount(rate * span, span, flow is not None)
+
+
+def burst_arrivals(
+    config: PolicyConfig,
+    obs: Observation,
+    history: tuple[InFlightSample, ...],
+    in_flight: float,
+    serving: int,
+) -> float:
+    """Arrivals per second over the burst window's last scrape interval, for certain
+    (:meth:`BurstCount.certain`); 0 without a burst rate."""
+    counted = burst_count(config, obs, history, in_flight, serving)
+    return counted.certain() if counted is not None else 0.0
 
 
 def _prune_in_flight(
