@@ -1,6 +1,7 @@
-"""The burst correction: a burst that breaks the SLO on a fleet held for it lowers the capacity
-the error budget's hold sizes with, once per breach, never below the modelled prefill queue's
-bound, and the correction recovers while the budget lasts."""
+"""The burst correction: it starts at the modelled prefill queue's bound and what the replicas
+serve within the SLO lifts it; a burst that breaks the SLO on a fleet held for it lowers the
+capacity the error budget's hold sizes with, once per breach, never below that bound, and the
+correction recovers while the budget lasts."""
 
 from __future__ import annotations
 
@@ -31,10 +32,55 @@ def burst_breach(rate: float, replicas: int, **overrides: Any) -> Observation:
 
 
 def settled_prompty(rate: float = 12.0) -> Run:
+    """A service whose bursts have been served at the full capacity: the correction at 1."""
     run = Run(config=PROMPTY, replicas=4)
     run.hold(lambda n: prompty(rate, n), 900)
+    assert run.state.burst_scale < 1.0
+    # A burst window that met the SLO at the capacity per replica lifts the correction to 1.
+    capacity = run.history[-1].capacity_per_replica
+    assert capacity is not None
+    run.step(prompty(rate, run.replicas, request_rate_burst=capacity * run.replicas))
+    assert run.state.burst_scale == 1.0
+    run.hold(lambda n: prompty(rate, n), 120)
     assert run.state.burst_scale == 1.0
     return run
+
+
+def test_before_any_burst_the_correction_starts_at_the_prefill_queues_bound() -> None:
+    run = Run(config=PROMPTY, replicas=4)
+    run.hold(lambda n: prompty(12.0, n), 900)
+    prior = run.state.burst_scale
+    # The bound of the modelled queue: where the cuts stop too (see below), well under 1.
+    assert 0.2 <= prior < 0.85
+    assert run.state.burst_cut_at is not None
+    # Windows that show nothing of a burst (no burst window read) leave it there.
+    run.hold(lambda n: prompty(12.0, n), 300)
+    assert run.state.burst_scale == pytest.approx(prior, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("case", "overrides", "lifted"),
+    [
+        ("a burst window served within the SLO", {}, True),
+        ("the same window missing the target", {"goodput": 0.95, "ttft_within_slo": 0.95}, False),
+        ("the same window while a replica starts", {"starting_replicas": 1}, False),
+    ],
+)
+def test_a_burst_served_within_the_slo_lifts_the_correction(
+    case: str, overrides: dict[str, Any], lifted: bool
+) -> None:
+    run = Run(config=PROMPTY, replicas=4)
+    run.hold(lambda n: prompty(12.0, n), 900)
+    prior = run.state.burst_scale
+    capacity = run.history[-1].capacity_per_replica
+    assert capacity is not None
+    # The replicas served 1.5 times the prior's share of the capacity each for a burst window.
+    served = 1.5 * prior * capacity * run.replicas
+    run.step(prompty(12.0, run.replicas, request_rate_burst=served, **overrides))
+    if lifted:
+        assert run.state.burst_scale == pytest.approx(1.5 * prior, rel=0.05), case
+    else:
+        assert run.state.burst_scale == pytest.approx(prior, rel=0.05), case
 
 
 def test_a_burst_breach_on_a_fleet_held_for_it_cuts_once_per_breach() -> None:
@@ -107,5 +153,5 @@ def test_the_hold_sizes_bursts_with_the_corrected_capacity() -> None:
     assert wary.recommended is not None
     assert trusting.recommended is not None
     assert wary.recommended > trusting.recommended, (wary.reason, trusting.reason)
-    assert "a burst met at 50% of the capacity" in wary.reason, wary.reason
-    assert "a burst met at" not in trusting.reason, trusting.reason
+    assert "bursts sized at 50% of the capacity" in wary.reason, wary.reason
+    assert "bursts sized at" not in trusting.reason, trusting.reason

@@ -327,8 +327,17 @@ def _burst_correction(
     queueing behind prompts hold TTFT where the throughput would not. Cut by ``_BURST_CUT``, once
     per breach, never below ``floor()`` (what the modelled prefill queue keeps within the TTFT SLO
     at a steady load). It recovers while the error budget lasts: both windows under half a burn.
+
+    Before any burst was judged it starts at ``floor()``: a burst of a few seconds is a steady
+    queue for that long, and the throughput capacity, twice that bound where prompts take most of
+    the engine's time, let the first bursts break the SLO before anything was learned. What the
+    replicas show lifts it: a burst window served within the SLO grants its rate per replica.
     """
     scale, cut_at = min(1.0, state.burst_scale), state.burst_cut_at
+    if cut_at is None and scale >= 1.0:
+        prior = floor()
+        if prior < 1.0:
+            return prior, now
     if scale < 1.0:
         # (the bound moves with the model: a correction never sits below where it is now)
         scale = max(floor(), scale)
@@ -346,11 +355,25 @@ def _burst_correction(
         and max(load.flowed, load.burst) <= held_for
     ):
         return max(floor(), _BURST_CUT * scale), now
+    shown = _served_burst(config, obs, good, broken)
+    if shown is not None and healthy > 0:
+        scale = max(scale, min(1.0, shown / healthy))
     short = burn_rate(memory.good_short, memory.all_short, budget)
     long = burn_rate(memory.good_long, memory.all_long, budget)
     if not broken and short is not None and long is not None and short < 0.5 and long < 0.5:
         scale = min(1.0, scale * (1.0 + _BURST_RECOVERY * elapsed / 3600.0))
     return scale, cut_at
+
+
+def _served_burst(config: PolicyConfig, obs: Observation, good: float | None, broken: bool) -> float | None:
+    """The burst window's rate per ready replica when the window met the goodput target and no
+    replica was starting (``None`` otherwise): a rate the replicas have shown they hold."""
+    rate = obs.request_rate_burst
+    if broken or good is None or good < config.goodput_target or rate is None or not finite(rate):
+        return None
+    if obs.ready_replicas <= 0 or obs.starting_replicas:
+        return None
+    return rate / obs.ready_replicas
 
 
 def _lost_many(config: PolicyConfig, obs: Observation, good: float | None, share: float) -> bool:
@@ -442,11 +465,13 @@ def capacity_of(
         batch_now=replica.batch,
         tpot_ok_now=tpot_ok,
         prompt_tokens=engine.prompt_tokens,
-        # The modelled TTFT bound (``capacity.ttft_p99``) is not applied: its queue assumes one
-        # spread of prompt lengths, and long prompts of narrow spread queue far less (one
-        # replica, ``make bench-queue``: the engine's p99 at 0.52-0.68x the model's); on the
-        # long-context benchmark it held 32 replicas where a flat 8 reach the target (31.8 GPU-h
-        # at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects the capacity.
+        # The modelled TTFT bound (``capacity.ttft_p99``) is not applied to the capacity: its
+        # queue assumes one spread of prompt lengths, and long prompts of narrow spread queue far
+        # less (one replica, ``make bench-queue``: the engine's p99 at 0.52-0.68x the model's); on
+        # the long-context benchmark it held 32 replicas where a flat 8 reach the target (31.8
+        # GPU-h at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects the capacity;
+        # the bound is where the burst correction starts and the floor of its cuts, and what the
+        # replicas serve within the SLO lifts it (``_burst_correction``).
         ttft_slo_s=config.ttft_slo_s if ttft_bound else None,
         note=note,
         saturation_ttft_s=config.ttft_slo_s,

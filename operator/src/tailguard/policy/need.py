@@ -394,5 +394,8 @@ def _holding_sentence(
             f"{room.usual:.1f} (its peaks follow their start {room.follows:.0%})"
         )
     if burst_scale < 0.995:
-        after += f"; a burst met at {burst_scale:.0%} of the capacity (bursts broke the SLO on a held fleet)"
+        after += (
+            f"; bursts sized at {burst_scale:.0%} of the capacity (the prefill queue's TTFT bound, "
+            "corrected by the bursts served and broken)"
+        )
     return f"holding {hold} for {load:.1f} req/s: {what}{after}"
