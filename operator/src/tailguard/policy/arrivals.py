@@ -260,19 +260,6 @@ def burst_count(
     return BurstCount(rate * span, span, flow is not None)
 
 
-def burst_arrivals(
-    config: PolicyConfig,
-    obs: Observation,
-    history: tuple[InFlightSample, ...],
-    in_flight: float,
-    serving: int,
-) -> float:
-    """Arrivals per second over the burst window's last scrape interval, for certain
-    (:meth:`BurstCount.certain`); 0 without a burst rate."""
-    counted = burst_count(config, obs, history, in_flight, serving)
-    return counted.certain() if counted is not None else 0.0
-
-
 def _prune_in_flight(
     history: tuple[InFlightSample, ...], sample_time: float, config: PolicyConfig
 ) -> tuple[InFlightSample, ...]:
