@@ -2,8 +2,9 @@
 
 A breach at a steady load with no queue means the capacity model promised too much, and the policy
 cuts its capacity; a breach whose requests queued is a queue's tail, which says nothing about the
-model. The waiting gauge is read every 15 s; the queue-time histogram covers every request of the
-window.
+model, unless prompts take most of the engine's time, the load is steady and the error budget is
+spent faster than it accrues: that queue of prompts is the replicas' own at this load. The waiting
+gauge is read every 15 s; the queue-time histogram covers every request of the window.
 """
 
 from __future__ import annotations
@@ -65,3 +66,49 @@ def test_a_breach_whose_requests_queued_between_scrapes_leaves_the_model_alone()
     assert run.state.capacity_scale >= 1.0, run.history[-1].reason
     assert (run.history[-1].capacity_per_replica or 0.0) > (before.history[-1].capacity_per_replica or 0.0)
     assert "requests waited 400 ms for a slot on average" in run.history[-1].reason
+
+
+#: Long prompts and a tight TTFT SLO, the fleet pinned at four replicas: prompts take most of the
+#: engine's time, so a queue of prompts behind prompts can be the replicas' own at a steady load.
+PROMPTY = replace(CONFIG, ttft_slo_s=0.25, tpot_slo_s=None, min_replicas=4, max_replicas=4)
+
+
+def _prompt_queue_breaches(prompt_tokens: float, windows: int, rate: float = 12.0, **overrides: float) -> Run:
+    """Four replicas healthy at ``rate`` req/s for ten minutes, then ``windows`` windows in a row that
+    miss the TTFT SLO for 10% of their requests, whose requests queued 50 ms on average for their
+    first step, with no request waiting at the scrape (a prompt queue, not a slot queue)."""
+    run = Run(config=PROMPTY, replicas=4)
+
+    def steady(n: int) -> Observation:
+        return healthy(rate, 4, prompt_token_rate=rate * prompt_tokens, queue_time_mean_s=0.001)
+
+    run.hold(steady, 600.0)
+    values: dict[str, float] = {"p99_ttft_s": 0.4, "ttft_within_slo": 0.9, "goodput": 0.9}
+    values.update(overrides)
+    for _ in range(windows):
+        run.step(replace(steady(4), queue_time_mean_s=0.05, **values))
+    return run
+
+
+def test_a_steady_prompt_queue_that_spends_the_budget_cuts_the_capacity() -> None:
+    run = _prompt_queue_breaches(4000.0, windows=4)
+    assert run.state.capacity_scale < 1.0, run.history[-1].reason
+
+
+@pytest.mark.parametrize(
+    ("case", "prompt_tokens", "windows", "rate"),
+    [
+        # The budget was not yet spent faster than it accrues when the window was judged.
+        ("one window", 4000.0, 1, 12.0),
+        # Prompts are a small share of the engine's time: the queue is a burst's tail.
+        ("short prompts", 200.0, 4, 12.0),
+        # A load per replica well under what the modelled prefill queue keeps within the SLO: a
+        # burst's tail again, which a steady load of this size cannot make.
+        ("a light load", 4000.0, 4, 2.0),
+    ],
+)
+def test_a_prompt_queue_within_the_budget_of_short_prompts_or_at_a_light_load_leaves_the_model_alone(
+    case: str, prompt_tokens: float, windows: int, rate: float
+) -> None:
+    run = _prompt_queue_breaches(prompt_tokens, windows, rate)
+    assert run.state.capacity_scale >= 1.0, (case, run.history[-1].reason)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tailguard.policy.arrivals import Arrivals, steady
+from tailguard.policy.arrivals import Arrivals, queue_waited, steady
 from tailguard.policy.budget import burn_rate
 from tailguard.policy.capacity import (
     Capacity,
@@ -266,6 +266,11 @@ def replica_capacity(
     burst_scale, cut_at = state.burst_scale, state.burst_cut_at
     if cap is not None and replica.per_replica_rate is not None and not idle:
         per = replica.per_replica_rate
+        modelled = cap
+
+        def floor() -> float:
+            return _ttft_floor(config, model, engine, obs, replica, modelled, note)
+
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
         # A breach with a queue is saturation, sized from what the replicas finish; a breach
         # without one at a steady load and a settled fleet means the model promised too much.
@@ -280,17 +285,31 @@ def replica_capacity(
             # wait of prompts behind prompts) may not promise more. Within the budget a queue now
             # and then is what the target allows, and a lower target must not pay for it.
             scale = max(0.7 * scale, min(scale, per / cap.rate))
+        elif (
+            broken
+            and settled
+            and steady(config, load)
+            and not load.queued
+            and cap.prefill_share >= 0.5
+            and overspending
+            and queue_waited(config, obs)
+            and per >= floor() * cap.rate
+        ):
+            # Prompts queued behind prompts at a steady load on a settled fleet, with no request
+            # left without a slot, where prompts take most of the engine time, while the error
+            # budget is spent faster than it accrues: that queue is no burst's tail but the
+            # replica's own at this load (the modelled prefill queue's TTFT bound says so too:
+            # the load is above it), and the throughput the model promises does not hold
+            # within the TTFT SLO. Cut as a breach without a queue does (a stationary code load
+            # went 2 → 1 → 2 replicas every few minutes and missed its target). Within the budget
+            # such a window is chance the target allows.
+            scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
         elif not broken and ttft_ok and waiting <= 0 and settled:
             # Met with margin at this load: the replica sustains at least that, and an old cut
             # fades (10% per five healthy minutes) so one bad episode is not remembered forever.
             recovered = min(1.0, scale * (1.0 + 0.1 * elapsed / 300.0)) if scale < 1.0 else scale
             scale = max(recovered, per / cap.rate)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
-        modelled = cap
-
-        def floor() -> float:
-            return _ttft_floor(config, model, engine, obs, replica, modelled, note)
-
         burst_scale, cut_at = _burst_correction(
             config, state, obs, load, cap.rate * scale, floor, now=now, elapsed=elapsed, broken=broken
         )
