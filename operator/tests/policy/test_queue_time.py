@@ -93,6 +93,9 @@ def _prompt_queue_breaches(prompt_tokens: float, windows: int, rate: float = 12.
 def test_a_steady_prompt_queue_that_spends_the_budget_cuts_the_capacity() -> None:
     run = _prompt_queue_breaches(4000.0, windows=4)
     assert run.state.capacity_scale < 1.0, run.history[-1].reason
+    # The reason says the capacity it sized with is a learned share of the model's figure.
+    share = f"{run.state.capacity_scale:.0%} of the model's figure, learned from breaches"
+    assert share in run.history[-1].reason
 
 
 @pytest.mark.parametrize(

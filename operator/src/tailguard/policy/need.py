@@ -323,10 +323,21 @@ def size_need(
     if cap.saturated:
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
-        parts.append(f"capacity {per_replica:.1f} req/s per replica ({cap.modelled.explain()})")
+        described = cap.modelled.explain() + _learned(cap)
+        parts.append(f"capacity {per_replica:.1f} req/s per replica ({described})")
     if relieved:
         parts.append(f"sized at {u:.0%} of it while the error budget lasts")
     return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual)
+
+
+def _learned(cap: ReplicaCapacity) -> str:
+    """What the SLO taught the model's capacity, as a clause of the capacity sentence ('' when
+    nothing): a breach cut it, or windows met with margin at a higher load raised it."""
+    if cap.scale < 0.995:
+        return f"; {cap.scale:.0%} of the model's figure, learned from breaches"
+    if cap.scale > 1.005:
+        return f"; {cap.scale:.0%} of the model's figure, learned from loads met with margin"
+    return ""
 
 
 def _gradual_fall(
