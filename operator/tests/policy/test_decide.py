@@ -306,6 +306,31 @@ def test_no_window_is_excused_as_chance_while_the_error_budget_is_overspent() ->
 
 
 @pytest.mark.parametrize(
+    ("missed_share", "breach_last_time", "judged"),
+    [
+        (0.009, True, True),  # a breach judged last time stays judged while 0.9% are missing
+        (0.009, False, False),  # without one, 0.9% is within the 1% a p99 allows: chance
+        (0.006, True, False),  # once the misses are clearly back under, it is chance again
+    ],
+)
+def test_a_judged_breach_stays_judged_until_the_misses_are_clearly_back_under(
+    missed_share: float, breach_last_time: bool, judged: bool
+) -> None:
+    # A service at the SLO's edge flips between a breach and chance from one window to the next
+    # (33 of 2,907 requests over), and the replica asked for one window was cancelled the next.
+    quiet = obs(healthy, 0.5, 1, p99_ttft_s=0.9, ttft_within_slo=58 / 60, goodput=58 / 60)
+    last = NOW - CONFIG.interval_s
+    state = replace(
+        WARM,
+        budget=replace(WARM.budget, good_short=1000.0 * (1.0 - missed_share), all_short=1000.0),
+        last_valid_at=last,
+        last_breach_at=last if breach_last_time else None,
+    )
+    decision, _ = decide(CONFIG, state, quiet, NOW)
+    assert (decision.reason_code is Reason.SLO_BREACH) is judged, decision.reason
+
+
+@pytest.mark.parametrize(
     ("missed", "requests", "beyond"),
     [
         (0, 60, False),
