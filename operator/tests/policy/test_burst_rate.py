@@ -14,7 +14,9 @@ from dataclasses import dataclass, replace
 import pytest
 
 from tailguard.policy import Observation
-from tailguard.policy.arrivals import InFlightSample, burst_count
+from tailguard.policy.arrivals import InFlightSample, burst_count, read_arrivals
+from tailguard.policy.observed import replica_figures
+from tailguard.policy.state import PolicyState
 from tailguard.policy.types import PolicyConfig
 
 from .helpers import CONFIG, Run, healthy
@@ -92,3 +94,38 @@ def test_the_hold_learns_bursts_shorter_than_the_rate_window() -> None:
     calm_seen = seen.history[-1]
     assert calm_seen.replicas > calm_diluted.replicas, (calm_diluted.reason, calm_seen.reason)
     assert "holding" in calm_seen.reason, calm_seen.reason
+
+
+def _read_after_a_scale_down(running: float, counted: float) -> tuple[float, bool]:
+    """The load (and whether it surges) read one scrape after four replicas became three, at
+    25 req/s of long prompts and short answers: 16 requests were in flight on the four, the three
+    decode about 4 each, and vLLM counts the requests in their prefill as running too, so the
+    gauge swings well beyond the decode batch. ``counted``: what the burst window finished over
+    its last scrape interval."""
+    config = PolicyConfig(burst_window_s=30.0)
+    state = PolicyState(in_flight=((NOW - 30.0, 16.0, 4), (NOW - 15.0, 16.0, 4)))
+    obs = Observation(
+        sample_time=NOW,
+        request_rate=25.0,
+        request_rate_burst=counted,
+        generation_token_rate=750.0,
+        itl_mean_s=0.016,
+        running=running,
+        waiting=0.0,
+        reporting_pods=4,
+        ready_replicas=3,
+    )
+    load = read_arrivals(config, state, obs, replica_figures(obs), now=NOW, elapsed=15.0, broken=False)
+    return load.now, load.surging
+
+
+def test_right_after_a_scale_down_the_count_still_bounds_a_surge() -> None:
+    """The leaver's share of the requests in flight then is taken off the sample, so the count
+    of the last interval bounds the running gauge's reading as it does on a steady fleet: the
+    gauge at 2.5x the decode batch no longer reads as twice the load."""
+    noisy, surging = _read_after_a_scale_down(running=30.0, counted=25.0)
+    assert surging
+    assert noisy <= 1.2 * 25.0, f"read {noisy:.1f} req/s"
+    # A real surge: the engines took in 48 more than the three held, and finished 40 a second.
+    real, _ = _read_after_a_scale_down(running=60.0, counted=40.0)
+    assert real >= 1.6 * 25.0, f"read {real:.1f} req/s"

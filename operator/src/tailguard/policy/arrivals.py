@@ -228,17 +228,24 @@ class BurstCount:
     count: float
     span: float
     flow_known: bool
+    #: Where replicas left since that sample (so ``flow_known`` is false): the count with the
+    #: change of requests in flight measured against the leavers' share taken off the sample.
+    #: A leaver still draining keeps its requests in the sum, so this reads high: it serves as a
+    #: bound, never as a count of arrivals.
+    upper_count: float | None = None
 
     def certain(self) -> float:
         """Arrivals per second for certain: the count less ``_BURST_SPREADS`` Poisson spreads."""
         return max(0.0, self.count - _BURST_SPREADS * math.sqrt(self.count)) / self.span
 
     def ceiling(self) -> float | None:
-        """The most arrivals per second may be: the count plus ``_BURST_SPREADS`` Poisson spreads;
-        ``None`` without the in-flight sample that makes the count one of arrivals."""
-        if not self.flow_known:
+        """The most arrivals per second may be: the count (or, after replicas left, its upper
+        reading) plus ``_BURST_SPREADS`` Poisson spreads; ``None`` without the in-flight sample
+        that makes the count one of arrivals."""
+        count = self.count if self.flow_known else self.upper_count
+        if count is None:
             return None
-        return (self.count + _BURST_SPREADS * math.sqrt(max(self.count, 1.0))) / self.span
+        return (count + _BURST_SPREADS * math.sqrt(max(count, 1.0))) / self.span
 
 
 def burst_count(
@@ -256,8 +263,10 @@ def burst_count(
     span = 0.5 * config.burst_window_s
     flow = _in_flight_change(history, now, in_flight, serving, span)
     if flow is not None:
-        rate = max(0.0, rate + flow)
-    return BurstCount(rate * span, span, flow is not None)
+        return BurstCount(max(0.0, rate + flow) * span, span, True)
+    upper = _in_flight_change(history, now, in_flight, serving, span, leavers_removed=True)
+    upper_count = max(0.0, rate + upper) * span if upper is not None else None
+    return BurstCount(rate * span, span, False, upper_count)
 
 
 def _prune_in_flight(
@@ -275,13 +284,16 @@ def _in_flight_change(
     in_flight: float,
     serving: int,
     span_s: float,
+    *,
+    leavers_removed: bool = False,
 ) -> float | None:
     """Requests per second added to the engines over about ``span_s`` (a rate window, or the burst
     window's scrape interval), or ``None``.
 
     ``None`` without a sample from at least half that span ago, and when fewer replicas serve
     now than then: a removed pod's requests leave the sum without finishing, which is no fall
-    of arrivals.
+    of arrivals. With ``leavers_removed`` the sample then is taken as the replicas still serving
+    held their share of it, and the change is measured against that share.
     """
     start = sample_time - span_s
     usable = [row for row in history if sample_time - row[0] >= 0.5 * span_s]
@@ -289,7 +301,9 @@ def _in_flight_change(
         return None
     t, then, serving_then = min(usable, key=lambda row: abs(row[0] - start))
     if serving < serving_then:
-        return None
+        if not leavers_removed or serving <= 0:
+            return None
+        then *= serving / serving_then
     # Requests in flight jitter by about the square root of their number (arrivals and
     # finishes are random): only the change beyond twice that is a trend of arrivals.
     change = in_flight - then
