@@ -71,7 +71,9 @@ def decide(
     # The curve learns from windows one fleet served: the same replicas all window, or, just after
     # a start, the fleet found then (assumed to have served the window before it).
     one_fleet = same_fleet or ready_changed_at == state.started_at
-    engine = learn_engine(config, state, obs, replica, elapsed=elapsed, broken=broken, one_fleet=one_fleet)
+    engine = learn_engine(
+        config, state, obs, replica, elapsed=elapsed, now=now, broken=broken, one_fleet=one_fleet
+    )
     cap = replica_capacity(
         config, state, obs, replica, engine, load,
         elapsed=elapsed, now=now, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
@@ -125,6 +127,10 @@ def decide(
         last_direction=direction if direction else state.last_direction,
         last_max_batch_change_at=batch.changed_at,
         last_breach_at=now if broken else state.last_breach_at,
+        probe_replicas=need.probe.replicas if need.probe else None,
+        probe_misses=need.probe.misses if need.probe else None,
+        probe_load=need.probe.load if need.probe else None,
+        probe_at=need.probe.at if need.probe else None,
         in_flight=load.in_flight,
         queue_seen_at=load.queue_at,
         jump_seen_at=load.jump_at,

@@ -64,6 +64,10 @@ class EngineModel:
     prompt_cost_s: float | None = None
 
 
+#: How long a service breaks its SLO in every window before such windows teach its curve.
+_UNLEARNED_S = 600.0
+
+
 def _ewma(old: float | None, new: float, gain: float) -> float:
     return new if old is None else old + gain * (new - old)
 
@@ -75,6 +79,7 @@ def learn_engine(
     replica: ReplicaFigures,
     *,
     elapsed: float,
+    now: float,
     broken: bool,
     one_fleet: bool,
 ) -> EngineModel:
@@ -100,7 +105,13 @@ def learn_engine(
         # left (or not yet that of new ones), and divided by the replicas reporting now they put
         # a few replicas' batch and prompts on one step, and a base step many times too small
         # (after 14 replicas fell to 1, 1.7 ms where the engine's is 7.4) held as the floor.
-        if replica.step_measured and not broken and one_fleet:
+        # A service that breaks its SLO in every window (an SLO at the latency its prompts alone
+        # take) would never learn its curve: once nothing was learned for ten minutes, a breach
+        # with no request waiting for a slot teaches it too (its steps carry no queue's prompts).
+        # (Not sooner: a new service's first breaches are mostly its start's queue.)
+        unlearned = fit[0] < 1e-9 and state.started_at is not None and now - state.started_at >= _UNLEARNED_S
+        calm = not broken or (unlearned and (obs.waiting or 0.0) <= 0.0)
+        if replica.step_measured and calm and one_fleet:
             fit = update_fit(fit, replica.batch, replica.step_s, elapsed)
             prefill_fit = update_prefill_fit(
                 prefill_fit, replica.batch, prefill_x or 0.0, replica.step_s, elapsed

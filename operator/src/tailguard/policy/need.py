@@ -27,7 +27,15 @@ from tailguard.policy.budget import (
     utilization_relief,
 )
 from tailguard.policy.learning import ReplicaCapacity
-from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures, finite, fmt_ms, good_share, slo_held
+from tailguard.policy.observed import (
+    P99_ALLOWED,
+    ReplicaFigures,
+    finite,
+    fmt_ms,
+    good_share,
+    slo_held,
+    window_misses,
+)
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig, Reason
 
@@ -81,6 +89,65 @@ class Need:
     #: A gradual fall (:func:`_gradual_fall`; the outlook's ``falling`` is only its first test):
     #: the scale-down window is then shortened to :func:`falling_window_s`.
     gradual_fall: bool = False
+    #: The last replica added for a breach the model saw room for (:class:`Probe`), to keep.
+    probe: Probe | None = None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A replica added for a breach the model saw room for, and what the SLO showed then."""
+
+    #: Replicas serving when it was asked for.
+    replicas: int
+    #: Share of that window's requests that missed an SLO.
+    misses: float
+    #: Finished requests per second per serving replica then.
+    load: float
+    at: float
+
+
+#: How long the last such replica is remembered: its start, a settled window, a few decisions.
+_PROBE_MEMORY_S = 600.0
+#: The share of the misses replicas added for a breach must at least have taken away: a window
+#: with more misses than chance explains at what is left of them shows the replicas did not help.
+_NO_HELP_MISSES = 0.5
+#: The share of its replica's load the added one must have taken off the others before the misses
+#: say anything of it: on a load that grew meanwhile (a ramp) the same misses say the load grew.
+_NO_HELP_LOAD_TAKEN = 0.5
+
+
+def remembered_probe(state: PolicyState, now: float) -> Probe | None:
+    """The last replica added for a breach the model saw room for, while it is remembered."""
+    replicas, misses, load, at = state.probe_replicas, state.probe_misses, state.probe_load, state.probe_at
+    if replicas is None or misses is None or load is None or at is None or now - at > _PROBE_MEMORY_S:
+        return None
+    return Probe(replicas, misses, load, at)
+
+
+def _no_help(
+    config: PolicyConfig, probe: Probe | None, obs: Observation, replica: ReplicaFigures
+) -> str | None:
+    """A clause when the replica added at ``probe`` took its share of the load off the others and
+    did not lower the misses (an SLO that the prompts' own latency breaks at any fleet size);
+    ``None`` otherwise.
+
+    Judged on counts, not shares: the window's misses must be more than chance explains had the
+    replicas taken away half of them, so a quiet window's few slow requests decide nothing.
+    """
+    good, per = good_share(obs), replica.per_replica_rate
+    # Judged on the fleet it made, one replica more: a fleet the load resized since says nothing.
+    if probe is None or good is None or per is None or obs.ready_replicas != probe.replicas + 1:
+        return None
+    n = probe.replicas
+    if per > probe.load * (n + 1.0 - _NO_HELP_LOAD_TAKEN) / (n + 1.0):
+        return None
+    misses = window_misses(config, obs, good, _NO_HELP_MISSES * probe.misses)
+    if misses is None or not misses.beyond_chance:
+        return None
+    return (
+        f"the replica added for it did not lower the misses ({probe.misses:.1%} of requests at "
+        f"{probe.replicas} replicas, {1.0 - good:.1%} at {obs.ready_replicas}): none added"
+    )
 
 
 def startup_horizon(config: PolicyConfig, obs: Observation) -> float:
@@ -225,14 +292,17 @@ def size_need(
         hold = ceil_replicas(held_load / (cap.burst or healthy))
     parts: list[str] = []
     per_replica = cap.per_replica
+    probe = remembered_probe(state, now)
+    withheld = ""
     if idle:
-        return Need(config.min_replicas, Reason.IDLE, ("no requests",), sized, memory)
+        return Need(config.min_replicas, Reason.IDLE, ("no requests",), sized, memory, probe=probe)
     if per_replica is None or per_replica <= 0:
         # Nothing to size with yet (no finished request): act only on a broken SLO.
         recommended = current + 1 if broken and obs.starting_replicas == 0 else current
         parts.extend(breaches or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)}"])
         parts.append("capacity not learned yet")
-        return Need(recommended, Reason.SLO_BREACH if broken else Reason.STEADY, tuple(parts), sized, memory)
+        code = Reason.SLO_BREACH if broken else Reason.STEADY
+        return Need(recommended, code, tuple(parts), sized, memory, probe=probe)
 
     demand = ahead.demand
     up = ceil_replicas(max(demand, ahead.forecast) / (per_replica * u))
@@ -274,8 +344,21 @@ def size_need(
             and now - scaled_at <= config.rate_window_s + startup
         )
         if settled and obs.pending_replicas == 0 and not helped:
-            # The model sees room, yet the SLO is broken: add a replica anyway.
-            recommended = current + 1
+            # The model sees room, yet the SLO is broken: add a replica anyway, unless the last
+            # one added for such a breach did not lower its misses, or (below a 0.99 target) the
+            # misses are within what the error budget allows.
+            burn = burn_rate(memory.good_short, memory.all_short, config.error_budget)
+            within = config.error_budget > P99_ALLOWED + 1e-9 and burn is not None and burn <= 1.0
+            no_help = _no_help(config, probe, obs, replica)
+            good = good_share(obs)
+            if no_help is not None:
+                withheld = no_help
+            elif within:
+                withheld = f"error budget burning at {burn:.1f}× over the last minutes: none added"
+            else:
+                recommended = current + 1
+                if good is not None and replica.per_replica_rate is not None:
+                    probe = Probe(obs.ready_replicas, 1.0 - good, replica.per_replica_rate, now)
     else:
         # Down only once the load fits with a margin (hysteresis), unless the trend confirms a fall.
         # The margin is below the target utilization the user set, whatever the budget relieves:
@@ -321,6 +404,8 @@ def size_need(
     parts.append(said)
     if draining and recommended == up and recommended > current:
         parts.append(draining)
+    if withheld:
+        parts.append(withheld)
     if holding:
         parts.append(_holding_sentence(hold, held_load, room, startup, floored, cap.burst_scale, seen))
     if cap.saturated:
@@ -330,7 +415,7 @@ def size_need(
         parts.append(f"capacity {per_replica:.1f} req/s per replica ({described})")
     if relieved:
         parts.append(f"sized at {u:.0%} of it while the error budget lasts")
-    return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual)
+    return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual, probe=probe)
 
 
 def _learned(cap: ReplicaCapacity) -> str:

@@ -66,6 +66,13 @@ class PolicyState:
     last_max_batch_change_at: float | None = None
     #: When the SLO was last seen broken.
     last_breach_at: float | None = None
+    #: The last replica added for a breach the model saw room for: the replicas serving when it
+    #: was asked for, the share of that window's requests that missed, the load per replica then,
+    #: and when (see ``need``: a breach the added replica did not lower adds no more).
+    probe_replicas: int | None = None
+    probe_misses: float | None = None
+    probe_load: float | None = None
+    probe_at: float | None = None
     #: ``(sample time, requests running + waiting, serving replicas)`` over the last rate window.
     in_flight: tuple[tuple[float, float, int], ...] = ()
     #: When requests last queued (more than one waiting per serving replica).
@@ -128,7 +135,7 @@ def _parse_field(name: str, value: Any) -> Any:
     """One field of the stored state, type-checked; ``_INVALID`` keeps the default."""
     if name in ("version", "last_direction"):
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
-    if name == "ready":
+    if name in ("ready", "probe_replicas"):
         if value is None:
             return None
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
