@@ -348,15 +348,16 @@ def size_need(
             # one added for such a breach did not lower its misses, or (below a 0.99 target) the
             # misses are within what the error budget allows.
             burn = burn_rate(memory.good_short, memory.all_short, config.error_budget)
-            within = config.error_budget > P99_ALLOWED + 1e-9 and burn is not None and burn <= 1.0
+            # (1 − 0.99 is a hair above 0.01 in floating point: a 0.99 target is no lower one)
+            lenient = config.error_budget > P99_ALLOWED and not math.isclose(config.error_budget, P99_ALLOWED)
             no_help = _no_help(config, probe, obs, replica)
-            good = good_share(obs)
             if no_help is not None:
                 withheld = no_help
-            elif within:
+            elif lenient and burn is not None and burn <= 1.0:
                 withheld = f"error budget burning at {burn:.1f}× over the last minutes: none added"
             else:
                 recommended = current + 1
+                good = good_share(obs)
                 if good is not None and replica.per_replica_rate is not None:
                     probe = Probe(obs.ready_replicas, 1.0 - good, replica.per_replica_rate, now)
     else:
