@@ -39,10 +39,33 @@ def test_a_queue_is_a_mean_wait_of_the_share_a_p99_allows(
     assert queue_waited(PolicyConfig(ttft_slo_s=slo_s), obs) is waited
 
 
-def _settled_then_one_breach(queue_time_mean_s: float | None) -> Run:
-    """Four replicas healthy at 40 req/s for ten minutes, then one window over the TTFT SLO with
-    no request waiting at the scrape."""
-    run = Run(config=CONFIG, replicas=4)
+@pytest.mark.parametrize(
+    ("mean_s", "step_s", "beyond"),
+    [
+        # A request that arrives while the engine runs a step waits for that step to end, slots
+        # free or not: on a 70B pair that is 20-25 ms with no queue at all.
+        pytest.param(0.022, 0.025, False, id="within one engine step"),
+        pytest.param(0.027, 0.025, False, id="one step and less than 1% of the SLO"),
+        pytest.param(0.029, 0.025, True, id="one step and 1% of the SLO"),
+        pytest.param(0.022, None, True, id="an unmeasured step adds nothing"),
+        pytest.param(0.022, float("nan"), True, id="a NaN step adds nothing"),
+        pytest.param(None, 0.025, False, id="an unmeasured wait says nothing"),
+    ],
+)
+def test_a_wait_beyond_one_step_leaves_out_the_step_under_way(
+    mean_s: float | None, step_s: float | None, beyond: bool
+) -> None:
+    obs = Observation(queue_time_mean_s=mean_s, itl_mean_s=step_s)
+    config = PolicyConfig(ttft_slo_s=0.3)
+    assert queue_waited(config, obs, beyond_step=True) is beyond
+
+
+def _settled_then_one_breach(
+    queue_time_mean_s: float | None, windows: int = 1, config: PolicyConfig = CONFIG
+) -> Run:
+    """Four replicas healthy at 40 req/s for ten minutes, then ``windows`` windows over the TTFT
+    SLO with no request waiting at the scrape."""
+    run = Run(config=config, replicas=4)
     run.hold(lambda n: healthy(40.0, n, queue_time_mean_s=0.001), 600.0)
     broken = replace(
         healthy(40.0, run.replicas, queue_time_mean_s=queue_time_mean_s),
@@ -50,7 +73,8 @@ def _settled_then_one_breach(queue_time_mean_s: float | None) -> Run:
         ttft_within_slo=0.95,
         goodput=0.95,
     )
-    run.step(broken)
+    for _ in range(windows):
+        run.step(broken)
     return run
 
 
@@ -58,6 +82,22 @@ def _settled_then_one_breach(queue_time_mean_s: float | None) -> Run:
 def test_a_breach_with_no_queue_cuts_the_capacity_the_model_promised(quiet: float | None) -> None:
     run = _settled_then_one_breach(quiet)
     assert run.state.capacity_scale < 1.0, run.history[-1].reason
+
+
+def test_breaches_whose_requests_waited_one_step_cut_the_capacity_while_the_budget_burns() -> None:
+    """A mean wait over 1% of the SLO (5 ms) but within one engine step (8.5 ms here) may be each
+    request waiting for the step under way to end, no queue at all. While the error budget burns
+    faster than it accrues, breaches like that are read as the model's (the fleet pinned at four
+    replicas, so that it stays settled)."""
+    pinned = replace(CONFIG, min_replicas=4, max_replicas=4)
+    once = _settled_then_one_breach(0.008, config=pinned)
+    assert once.state.capacity_scale >= 1.0, once.history[-1].reason
+    run = _settled_then_one_breach(0.008, windows=12, config=pinned)
+    assert run.state.capacity_scale < 1.0, run.history[-1].reason
+    assert "8 ms for a slot on average (within one engine step" in run.history[-1].reason
+    # A queue the requests waited well beyond one step is a queue, burning budget or not.
+    queued = _settled_then_one_breach(0.4, windows=12, config=pinned)
+    assert queued.state.capacity_scale >= 1.0, queued.history[-1].reason
 
 
 def test_a_breach_whose_requests_queued_between_scrapes_leaves_the_model_alone() -> None:

@@ -64,6 +64,10 @@ class Arrivals:
     in_flight: tuple[InFlightSample, ...]
     #: Requests per second the queue gained since the last decision (0 when it shrank or unknown).
     queue_growth: float = 0.0
+    #: No queue at the scrapes within the last rate window, and the window's requests waited
+    #: within one engine step of the bar of ``queue_waited``: what a request that arrives while a
+    #: step runs waits for its end, slots free or not; a queue perhaps, or none at all.
+    step_wait: bool = False
 
 
 def read_arrivals(
@@ -132,7 +136,10 @@ def read_arrivals(
     queue_at = now if queued else state.queue_seen_at
     # The gauge reads instants 15 s apart; a burst's queue can form and drain between two. The
     # requests' queue time covers the whole window: a queue either one saw is a queue.
-    queue_gone = (queue_at is None or now - queue_at > config.rate_window_s) and not queue_waited(config, obs)
+    gauge_clear = queue_at is None or now - queue_at > config.rate_window_s
+    waited = queue_waited(config, obs)
+    queue_gone = gauge_clear and not waited
+    step_wait = gauge_clear and waited and not queue_waited(config, obs, beyond_step=True)
     return Arrivals(
         finished=rate,
         flowed=flowed,
@@ -147,15 +154,22 @@ def read_arrivals(
         burst=burst,
         in_flight=history,
         queue_growth=queue_growth,
+        step_wait=step_wait,
     )
 
 
-def queue_waited(config: PolicyConfig, obs: Observation) -> bool:
+def queue_waited(config: PolicyConfig, obs: Observation, *, beyond_step: bool = False) -> bool:
     """The window's requests waited for their first step long enough to carry a p99 TTFT breach:
     a mean wait of at least the 1% of the TTFT SLO that 1% of requests waiting the whole SLO would
-    give. Less cannot push the p99 over; an unmeasured queue time says nothing (false)."""
+    give. Less cannot push the p99 over; an unmeasured queue time says nothing (false).
+    ``beyond_step``: and one engine step more (the mean inter-token latency, where measured), the
+    wait for the step under way to end that a request meets with free slots too."""
     mean = obs.queue_time_mean_s
-    return mean is not None and math.isfinite(mean) and mean >= P99_ALLOWED * config.ttft_slo_s
+    if mean is None or not math.isfinite(mean):
+        return False
+    itl = obs.itl_mean_s
+    step = max(0.0, itl) if beyond_step and itl is not None and math.isfinite(itl) else 0.0
+    return mean >= step + P99_ALLOWED * config.ttft_slo_s
 
 
 def _holt(state: PolicyState, observed: float, elapsed: float) -> tuple[float, float]:

@@ -285,7 +285,12 @@ def replica_capacity(
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
         # A breach with a queue is saturation, sized from what the replicas finish; a breach
         # without one at a steady load and a settled fleet means the model promised too much.
-        if broken and settled and steady(config, load) and waiting <= 0 and load.queue_gone:
+        # Requests that waited about one engine step (for the step under way to end) may have
+        # met no queue at all: on a 70B pair that is 20-25 ms, over 1% of a tight TTFT SLO. Such
+        # a breach is read as the model's only while the error budget burns faster than it
+        # accrues; within the budget a lower target must not pay for it.
+        no_queue = load.queue_gone or (load.step_wait and overspending)
+        if broken and settled and steady(config, load) and waiting <= 0 and no_queue:
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))

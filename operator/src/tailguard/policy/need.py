@@ -398,7 +398,10 @@ def size_need(
     parts.extend(breaches or [slo_held(config, obs)])
     if broken and finite(obs.queue_time_mean_s):
         # Queueing or the prompts' own prefill: what the breach is made of.
-        parts.append(f"requests waited {fmt_ms(obs.queue_time_mean_s)} for a slot on average")
+        waited = f"requests waited {fmt_ms(obs.queue_time_mean_s)} for a slot on average"
+        if load.step_wait:
+            waited += " (within one engine step: the step under way, perhaps no queue)"
+        parts.append(waited)
     said = f"load {demand:.1f} req/s"
     if ahead.forecast > demand * 1.01:
         said += f" (forecast {ahead.forecast:.1f} in {ahead.horizon_s:.0f} s)"
