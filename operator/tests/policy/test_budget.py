@@ -792,3 +792,37 @@ def test_a_burn_takes_the_relief_back_first() -> None:
     )  # ten minutes at 5×
     assert utilization_relief(memory) == pytest.approx(1.0)
     assert memory.gain < GAIN_MAX
+
+
+def _relieved_ramp(slope: float) -> tuple[Run, float]:
+    """Four replicas relieved to all of their capacity, five minutes at 120 req/s, then fifteen
+    minutes of a load changing by ``slope`` req/s each second (0.05: +4% over a start-up, under
+    the trend's significance). Returns the run and when the ramp began."""
+    run = Run(
+        config=BUDGETED, replicas=4, state=PolicyState(budget=BudgetMemory(gain=gain_ceiling(BUDGETED)))
+    )
+    run.hold(lambda n: healthy(120.0, n, now=run.now), 300.0)
+    began = run.now
+    run.hold(lambda n: healthy(120.0 + slope * (run.now - began), n, now=run.now), 900.0)
+    return run, began
+
+
+def test_a_relieved_fleet_asks_for_a_replica_one_start_up_ahead_of_a_slow_rise() -> None:
+    """The margin the budget relieves is what covers a rise while a new replica starts: a relieved
+    fleet on a load tripling within the hour broke the SLO at every replica it crossed."""
+    run, began = _relieved_ramp(0.05)
+    decisions = [(began + i * run.config.interval_s, d) for i, d in enumerate(run.history[20:])]
+    first_up = next((t, d) for t, d in decisions if d.replicas > 4)
+    at, decision = first_up
+    load_then = 120.0 + 0.05 * (at - began)
+    assert "for the load rising to" in decision.reason
+    assert decision.capacity_per_replica is not None
+    # Asked while the four replicas still served the load at the relieved utilization.
+    assert load_then < 4 * decision.capacity_per_replica, decision.reason
+
+
+@pytest.mark.parametrize("slope", [0.0, -0.05], ids=["flat", "falling"])
+def test_a_relieved_fleet_on_a_flat_or_falling_load_sizes_for_the_load_now(slope: float) -> None:
+    run, _ = _relieved_ramp(slope)
+    assert not [d.reason for d in run.history if "rising to" in d.reason]
+    assert max(d.replicas for d in run.history) == 4

@@ -200,6 +200,9 @@ class Outlook:
     measured: float
     #: Seconds the forecast looks ahead.
     horizon_s: float
+    #: The level extrapolated over the start-up horizon by any rise of the trend, significant or
+    #: not (the level itself in a breach, a jump's catching up or a start's first minutes).
+    drift: float = 0.0
 
 
 def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, *, now: float, broken: bool) -> Outlook:
@@ -224,6 +227,7 @@ def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, *, now: fl
         nowcast=max(0.0, level + trend * 0.5 * config.rate_window_s) if falling else level,
         measured=max(load.flowed, level),
         horizon_s=horizon,
+        drift=level + max(0.0, trend) * horizon if warmed_up and not broken and not catching_up else level,
     )
 
 

@@ -305,7 +305,12 @@ def size_need(
         return Need(recommended, code, tuple(parts), sized, memory, probe=probe)
 
     demand = ahead.demand
-    up = ceil_replicas(max(demand, ahead.forecast) / (per_replica * u))
+    # The margin the budget relieves is what covers a rise while a new replica starts: a relieved
+    # fleet sizes for where the trend takes the load within one start-up, however slow the rise
+    # (a load tripling in an hour broke the SLO at every replica it crossed, each new one ready
+    # only after the load had outgrown the fleet).
+    drifted = relieved and ahead.drift > max(demand, ahead.forecast)
+    up = ceil_replicas(max(demand, ahead.forecast, ahead.drift if relieved else 0.0) / (per_replica * u))
     on_the_way = obs.starting_replicas + obs.pending_replicas
     draining = ""
     if broken and not obs.pending_replicas:
@@ -418,7 +423,10 @@ def size_need(
         described = cap.modelled.explain() + _learned(cap)
         parts.append(f"capacity {per_replica:.1f} req/s per replica ({described})")
     if relieved:
-        parts.append(f"sized at {u:.0%} of it while the error budget lasts")
+        relief_said = f"sized at {u:.0%} of it while the error budget lasts"
+        if drifted:
+            relief_said += f", for the load rising to {ahead.drift:.1f} in {ahead.horizon_s:.0f} s"
+        parts.append(relief_said)
     return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual, probe=probe)
 
 
