@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.helpers import CONFIG, Run, breached, healthy
-from tailguard.policy import Decision, Observation, PolicyState
+from tailguard.policy import Decision, Observation, PolicyConfig, PolicyState
 from tailguard.policy.budget import (
     BUCKETS,
     GAIN_MAX,
@@ -794,16 +794,18 @@ def test_a_burn_takes_the_relief_back_first() -> None:
     assert memory.gain < GAIN_MAX
 
 
-def _relieved_ramp(slope: float) -> tuple[Run, float]:
-    """Four replicas relieved to all of their capacity, five minutes at 120 req/s, then fifteen
-    minutes of a load changing by ``slope`` req/s each second (0.05: +4% over a start-up, under
-    the trend's significance). Returns the run and when the ramp began."""
-    run = Run(
-        config=BUDGETED, replicas=4, state=PolicyState(budget=BudgetMemory(gain=gain_ceiling(BUDGETED)))
-    )
-    run.hold(lambda n: healthy(120.0, n, now=run.now), 300.0)
+#: A tight TPOT SLO, so that the capacity is bound by an SLO and not by the max batch.
+TPOT_BOUND = replace(BUDGETED, tpot_slo_s=0.025, max_replicas=32)
+
+
+def _relieved_ramp(slope: float, config: PolicyConfig = TPOT_BOUND) -> tuple[Run, float]:
+    """Five replicas at 150 req/s for twenty minutes (the budget, unspent, relieves them to all of
+    their capacity), then fifteen minutes of a load changing by ``slope`` req/s each second (0.05:
+    +3% over a start-up, under the trend's significance). Returns the run and when the ramp began."""
+    run = Run(config=config, replicas=5)
+    run.hold(lambda n: healthy(150.0, n, now=run.now), 1200.0)
     began = run.now
-    run.hold(lambda n: healthy(120.0 + slope * (run.now - began), n, now=run.now), 900.0)
+    run.hold(lambda n: healthy(150.0 + slope * (run.now - began), n, now=run.now), 900.0)
     return run, began
 
 
@@ -811,18 +813,30 @@ def test_a_relieved_fleet_asks_for_a_replica_one_start_up_ahead_of_a_slow_rise()
     """The margin the budget relieves is what covers a rise while a new replica starts: a relieved
     fleet on a load tripling within the hour broke the SLO at every replica it crossed."""
     run, began = _relieved_ramp(0.05)
-    decisions = [(began + i * run.config.interval_s, d) for i, d in enumerate(run.history[20:])]
-    first_up = next((t, d) for t, d in decisions if d.replicas > 4)
-    at, decision = first_up
-    load_then = 120.0 + 0.05 * (at - began)
-    assert "for the load rising to" in decision.reason
+    ramp = run.history[80:]
+    at, decision = next((began + i * run.config.interval_s, d) for i, d in enumerate(ramp) if d.replicas > 5)
+    load_then = 150.0 + 0.05 * (at - began)
+    assert "sized at 100% of it while the error budget lasts, for the load rising to" in decision.reason, (
+        decision.reason
+    )
     assert decision.capacity_per_replica is not None
-    # Asked while the four replicas still served the load at the relieved utilization.
-    assert load_then < 4 * decision.capacity_per_replica, decision.reason
+    # Asked while the five replicas still served the load within all of their capacity.
+    assert load_then < 5 * decision.capacity_per_replica, decision.reason
 
 
 @pytest.mark.parametrize("slope", [0.0, -0.05], ids=["flat", "falling"])
 def test_a_relieved_fleet_on_a_flat_or_falling_load_sizes_for_the_load_now(slope: float) -> None:
     run, _ = _relieved_ramp(slope)
     assert not [d.reason for d in run.history if "rising to" in d.reason]
-    assert max(d.replicas for d in run.history) == 4
+    assert max(d.replicas for d in run.history) == 5
+
+
+def test_a_capacity_the_slots_bound_is_not_relieved() -> None:
+    """A full batch's throughput is saturation, where requests queue for a slot without end: the
+    budget relieves only a capacity an SLO bounds."""
+    tpot, _ = _relieved_ramp(0.0)
+    assert "bound by TPOT SLO" in tpot.history[-1].reason
+    assert "while the error budget lasts" in tpot.history[-1].reason
+    slots, _ = _relieved_ramp(0.0, config=replace(BUDGETED, max_replicas=32))
+    assert "bound by max batch" in slots.history[-1].reason
+    assert "while the error budget lasts" not in slots.history[-1].reason

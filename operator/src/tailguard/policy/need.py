@@ -48,6 +48,10 @@ _JUMPY = 2.0
 _FALL_SPREADS = 2.0
 
 
+#: Capacity bounds that are a full batch's throughput, not an SLO's edge (``Capacity.bound``).
+_SLOT_BOUNDS = ("max batch", "KV cache")
+
+
 def planned_utilization(config: PolicyConfig, relief: float = 1.0) -> float:
     """The share of the learned capacity to plan for, after the user's headroom. ``relief``: what
     the error budget lets the target utilization rise by (:func:`utilization_relief`), never
@@ -271,7 +275,13 @@ def size_need(
     # is sized at up to all of the learned capacity while the budget lasts.
     relief = utilization_relief(memory) if config.budget_headroom else 1.0
     planned = planned_utilization(config)
-    u = planned_utilization(config, relief)
+    # The relief spends the margin on a capacity an SLO bounds (TPOT, or TTFT through the prompts'
+    # queue): at that bound the SLO still holds. A capacity the slots bound (the max batch, the KV
+    # cache) is the throughput of a full batch, where requests queue for a slot without end:
+    # there the relief stops at the target utilization (a fleet relieved to all of it met a slow
+    # ramp at 99% of its slots at each replica it crossed, and the queue broke the TTFT SLO).
+    slot_bound = cap.modelled is not None and cap.modelled.bound in _SLOT_BOUNDS
+    u = planned if slot_bound else planned_utilization(config, relief)
     relieved = u > planned * 1.001
     sized = None
     if healthy is not None and healthy > 0 and not idle:
