@@ -150,6 +150,6 @@ def test_which_fall_is_gradual(
     state = PolicyState(last_breach_at=None if breach_age_s is None else now - breach_age_s)
     trend = -shed * level / CONFIG.scale_down_stabilization_s
     load = Arrivals(level, level, level, level, trend, False, None, False, None, True, 0.0, ())
-    ahead = Outlook(level, level, falling, level * 0.95, level, 90.0)
+    ahead = Outlook(level, level, falling, level * 0.95, level, 90.0, level)
     room = Headroom(jump, 1.0, 80.0, 0.98, learned, None, None)
     assert _gradual_fall(CONFIG, state, load, ahead, room, now) is gradual

@@ -202,7 +202,7 @@ class Outlook:
     horizon_s: float
     #: The level extrapolated over the start-up horizon by any rise of the trend, significant or
     #: not (the level itself in a breach, a jump's catching up or a start's first minutes).
-    drift: float = 0.0
+    drift: float
 
 
 def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, *, now: float, broken: bool) -> Outlook:

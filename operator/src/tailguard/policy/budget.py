@@ -72,6 +72,12 @@ FALLING_SHARE_MIN = 0.1
 STRICT_BUDGET = 0.01
 
 
+def lenient(budget: float) -> bool:
+    """A budget larger than a 99% target's: a target below 0.99 (1 − 0.99 is a hair above 0.01 in
+    floating point, and a 0.99 target is no lower one)."""
+    return budget > STRICT_BUDGET and not math.isclose(budget, STRICT_BUDGET)
+
+
 @dataclass(frozen=True)
 class BudgetMemory:
     """What the budget remembers between decisions (stored in the policy state)."""
@@ -376,7 +382,7 @@ def headroom(memory: BudgetMemory, budget: float) -> Headroom:
     follows, usual = peak_follows(memory)
     room = Headroom(ratio, margin, peak, quantile, True, short, long, follows=follows, usual=usual)
     strict = _quantile(STRICT_BUDGET, memory.gain)
-    if budget <= STRICT_BUDGET * (1.0 + 1e-9) or strict <= quantile:
+    if not lenient(budget) or strict <= quantile:
         return room
     # A larger budget reads a lower quantile, and the gain learned at one quantile says little
     # of another: where the history's jumps are bimodal (a calm and its bursts), a quantile

@@ -21,6 +21,7 @@ from tailguard.policy.budget import (
     burn_rate,
     given_trend,
     headroom,
+    lenient,
     record_attainment,
     record_load,
     soften,
@@ -363,12 +364,10 @@ def size_need(
             # one added for such a breach did not lower its misses, or (below a 0.99 target) the
             # misses are within what the error budget allows.
             burn = burn_rate(memory.good_short, memory.all_short, config.error_budget)
-            # (1 − 0.99 is a hair above 0.01 in floating point: a 0.99 target is no lower one)
-            lenient = config.error_budget > P99_ALLOWED and not math.isclose(config.error_budget, P99_ALLOWED)
             no_help = _no_help(config, probe, obs, replica)
             if no_help is not None:
                 withheld = no_help
-            elif lenient and burn is not None and burn <= 1.0:
+            elif lenient(config.error_budget) and burn is not None and burn <= 1.0:
                 withheld = f"error budget burning at {burn:.1f}× over the last minutes: none added"
             else:
                 recommended = current + 1
