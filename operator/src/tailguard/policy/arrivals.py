@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tailguard.policy.observed import P99_ALLOWED, ReplicaFigures
+from tailguard.policy.budget import P99_ALLOWED
+from tailguard.policy.observed import ReplicaFigures
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
 

@@ -67,15 +67,16 @@ GAIN_RATE_PER_H = 1.5
 MIN_WEIGHT = 200.0
 #: The share of the history's weight the falls must carry before a falling load holds from them.
 FALLING_SHARE_MIN = 0.1
-#: The budget of a 99% target: a larger budget holds at least ``1 − (budget − STRICT_BUDGET)``
-#: of what this one would (``Headroom.held``).
-STRICT_BUDGET = 0.01
+#: The share of requests a p99 SLO lets miss, which is also the budget of a 99% target: the
+#: breach test judges a window's misses against it whatever the target, and a larger budget holds
+#: at least ``1 − (budget − P99_ALLOWED)`` of what this one would (``Headroom.held``).
+P99_ALLOWED = 0.01
 
 
 def lenient(budget: float) -> bool:
     """A budget larger than a 99% target's: a target below 0.99 (1 − 0.99 is a hair above 0.01 in
     floating point, and a 0.99 target is no lower one)."""
-    return budget > STRICT_BUDGET and not math.isclose(budget, STRICT_BUDGET)
+    return budget > P99_ALLOWED and not math.isclose(budget, P99_ALLOWED)
 
 
 @dataclass(frozen=True)
@@ -381,7 +382,7 @@ def headroom(memory: BudgetMemory, budget: float) -> Headroom:
     ratio, peak = _quantiles(memory, quantile)
     follows, usual = peak_follows(memory)
     room = Headroom(ratio, margin, peak, quantile, True, short, long, follows=follows, usual=usual)
-    strict = _quantile(STRICT_BUDGET, memory.gain)
+    strict = _quantile(P99_ALLOWED, memory.gain)
     if not lenient(budget) or strict <= quantile:
         return room
     # A larger budget reads a lower quantile, and the gain learned at one quantile says little
@@ -395,7 +396,7 @@ def headroom(memory: BudgetMemory, budget: float) -> Headroom:
         floor_ratio=floor_ratio,
         floor_peak=floor_peak,
         floor_quantile=strict,
-        floor_share=1.0 - (budget - STRICT_BUDGET),
+        floor_share=1.0 - (budget - P99_ALLOWED),
     )
 
 
@@ -439,7 +440,7 @@ def soften(room: Headroom, memory: BudgetMemory, budget: float, misses: Callable
     softened = replace(room, ratio=ratio, peak=peak, soft=ratio < room.ratio or peak < room.peak)
     if room.floor_share <= 0.0:
         return softened
-    floor_ratio, floor_peak = _soft_hold(memory, STRICT_BUDGET * _quantile_gain(memory.gain), misses)
+    floor_ratio, floor_peak = _soft_hold(memory, P99_ALLOWED * _quantile_gain(memory.gain), misses)
     return replace(
         softened, floor_ratio=min(room.floor_ratio, floor_ratio), floor_peak=min(room.floor_peak, floor_peak)
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from tailguard.policy.arrivals import Arrivals, Outlook
 from tailguard.policy.budget import (
     GAIN_MAX,
+    P99_ALLOWED,
     BudgetMemory,
     Headroom,
     adjust_gain,
@@ -29,7 +30,6 @@ from tailguard.policy.budget import (
 )
 from tailguard.policy.learning import ReplicaCapacity
 from tailguard.policy.observed import (
-    P99_ALLOWED,
     ReplicaFigures,
     finite,
     fmt_ms,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tailguard.policy.budget import P99_ALLOWED
 from tailguard.policy.types import Observation, PolicyConfig, Reason
 
 
@@ -69,8 +70,6 @@ def is_idle(obs: Observation) -> bool:
 #: How unlikely a window's misses must be, at the miss rate the SLO allows, before they count as a
 #: breach (a one-sided test): below it, a few slow requests in a quiet window are chance.
 BREACH_SIGNIFICANCE = 0.05
-#: The share of requests a p99 SLO lets miss.
-P99_ALLOWED = 0.01
 
 
 def good_share(obs: Observation) -> float | None:
