@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from policy.helpers import CONFIG, Run, breached, healthy
-from tailguard.policy import Decision, Observation, PolicyConfig, Reason
+from tailguard.policy import Decision, Observation, PolicyConfig, Reason, decide
 
 #: What one replica of the helpers' model finishes per second when saturated.
 SATURATED_RATE = 45.0
@@ -142,6 +142,39 @@ def test_no_max_batch_change_during_a_rollout() -> None:
     d = fleet.tick(lambda r, n: healthy(r, n, p99_tpot_s=0.08, rollout_in_progress=True), 80.0)
     assert d.max_batch == 256
     assert d.replicas >= 3
+
+
+def test_a_max_batch_raise_rolling_out_is_sized_at_the_old_batch_with_one_spare() -> None:
+    """While a raise of ``--max-num-seqs`` rolls out, the pods not restarted yet still run the old
+    cap, and one pod at a time is down: the fleet is sized at the smaller batch's capacity, plus
+    that replica. Read at the new batch, a load rising through a diurnal morning broke the SLO for
+    five minutes of a rollout, on a fleet the model thought large enough."""
+    config = replace(CONFIG, max_batch_tuning=False)
+    run = Run(config=config, replicas=4, max_batch=32)
+    for _ in range(40):
+        run.step(healthy(50.0, run.replicas, max_batch=32))
+    now = run.now
+    obs = healthy(50.0, run.replicas, now=now, desired_replicas=run.replicas, max_batch=32)
+    at_old, _ = decide(config, run.state, obs, now)
+    assert at_old.capacity_per_replica is not None
+    need_at_old = math.ceil(50.0 / (at_old.capacity_per_replica * config.target_utilization))
+    rolling_obs = replace(obs, max_batch=64, rollout_in_progress=True)
+    rolling_state = replace(run.state, max_batch_before=32)
+
+    rolling, after = decide(config, rolling_state, rolling_obs, now)
+    unaware, _ = decide(config, run.state, rolling_obs, now)
+
+    assert unaware.capacity_per_replica is not None
+    assert rolling.capacity_per_replica is not None
+    assert unaware.capacity_per_replica > 1.2 * at_old.capacity_per_replica, "the new batch promises more"
+    assert rolling.capacity_per_replica == at_old.capacity_per_replica
+    assert rolling.replicas == max(run.replicas, need_at_old + 1), rolling.reason
+    assert rolling.replicas > unaware.replicas
+    assert "one replica spare while the max-batch change rolls out" in rolling.reason
+    # Remembered while the rollout lasts, forgotten once it is done.
+    assert after.max_batch_before == 32
+    _, done = decide(config, after, replace(rolling_obs, rollout_in_progress=False), now + 15.0)
+    assert done.max_batch_before is None
 
 
 def test_pending_pods_stop_further_scale_up() -> None:

@@ -74,8 +74,13 @@ def decide(
     engine = learn_engine(
         config, state, obs, replica, elapsed=elapsed, now=now, broken=broken, one_fleet=one_fleet
     )
+    # While a max-batch change rolls out, the pods not restarted yet still run the old one: read
+    # the capacity at the smaller of the two (at the new one a raise credited the old pods with
+    # its throughput, and a load rising through the rollout broke the SLO unanswered).
+    before = state.max_batch_before if obs.rollout_in_progress else None
+    serving = replace(obs, max_batch=min(obs.max_batch, before)) if before is not None else obs
     cap = replica_capacity(
-        config, state, obs, replica, engine, load,
+        config, state, serving, replica, engine, load,
         elapsed=elapsed, now=now, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
         overspending=overspending(config, state),
     )  # fmt: skip
@@ -88,7 +93,7 @@ def decide(
         config, obs, replica, engine, cap,
         replicas=limited.replicas, code=limited.code, demand=ahead.demand,
         last_change=state.last_max_batch_change_at, now=now, broken=broken, idle=idle,
-        settled=settled, queue_gone=load.queue_gone,
+        settled=settled, queue_gone=load.queue_gone, rolling=before is not None,
     )  # fmt: skip
     final = batch.replicas
     limits = tuple(dict.fromkeys((*limited.limits, *batch.limits)))
@@ -126,6 +131,7 @@ def decide(
         last_scale_at=now if direction else state.last_scale_at,
         last_direction=direction if direction else state.last_direction,
         last_max_batch_change_at=batch.changed_at,
+        max_batch_before=obs.max_batch if batch.max_batch != obs.max_batch else before,
         last_breach_at=now if broken else state.last_breach_at,
         probe_replicas=need.probe.replicas if need.probe else None,
         probe_misses=need.probe.misses if need.probe else None,

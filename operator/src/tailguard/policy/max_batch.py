@@ -51,12 +51,28 @@ def choose_max_batch(
     idle: bool,
     settled: bool,
     queue_gone: bool,
+    rolling: bool,
 ) -> BatchChoice:
-    """The max batch for this decision, with ``replicas`` and ``code`` as the limits left them."""
+    """The max batch for this decision, with ``replicas`` and ``code`` as the limits left them.
+
+    ``rolling``: a change this policy made is rolling out (``cap`` is then read at the smaller of
+    the two max batches): the fleet keeps the replica that is down spare until it is done.
+    """
     keep = BatchChoice(obs.max_batch, last_change, replicas, code)
     model, modelled, per_replica = cap.model, cap.modelled, cap.per_replica
     if model is None or modelled is None or per_replica is None or idle:
         return keep
+    if rolling:
+        during = ceil_replicas(demand / (per_replica * planned_utilization(config))) + 1
+        if during <= replicas:
+            return keep
+        return BatchChoice(
+            obs.max_batch,
+            last_change,
+            min(config.max_replicas, during),
+            code,
+            parts=("one replica spare while the max-batch change rolls out",),
+        )
     waiting = obs.waiting or 0.0
     if not settled or (broken and waiting > 0) or not (queue_gone or not broken):
         return keep

@@ -64,6 +64,9 @@ class PolicyState:
     last_scale_at: float | None = None
     last_direction: int = 0
     last_max_batch_change_at: float | None = None
+    #: The ``--max-num-seqs`` the pods ran before the last change, while that change rolls out:
+    #: the pods not restarted yet still run it.
+    max_batch_before: int | None = None
     #: When the SLO was last seen broken.
     last_breach_at: float | None = None
     #: The last replica added for a breach the model saw room for: the replicas serving when it
@@ -135,7 +138,7 @@ def _parse_field(name: str, value: Any) -> Any:
     """One field of the stored state, type-checked; ``_INVALID`` keeps the default."""
     if name in ("version", "last_direction"):
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
-    if name in ("ready", "probe_replicas"):
+    if name in ("ready", "probe_replicas", "max_batch_before"):
         if value is None:
             return None
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
