@@ -171,6 +171,9 @@ def test_a_max_batch_raise_rolling_out_is_sized_at_the_old_batch_with_one_spare(
     assert rolling.replicas == max(run.replicas, need_at_old + 1), rolling.reason
     assert rolling.replicas > unaware.replicas
     assert "one replica spare while the max-batch change rolls out" in rolling.reason
+    # A pod Pending for want of a GPU: no spare would be scheduled either.
+    starved, _ = decide(config, rolling_state, replace(rolling_obs, pending_replicas=1), now)
+    assert starved.replicas == run.replicas, starved.reason
     # Remembered while the rollout lasts, forgotten once it is done.
     assert after.max_batch_before == 32
     _, done = decide(config, after, replace(rolling_obs, rollout_in_progress=False), now + 15.0)

@@ -62,7 +62,8 @@ def choose_max_batch(
     model, modelled, per_replica = cap.model, cap.modelled, cap.per_replica
     if model is None or modelled is None or per_replica is None or idle:
         return keep
-    if rolling:
+    if rolling and not obs.pending_replicas:
+        # (a pod Pending for want of a GPU says no spare would be scheduled either)
         during = ceil_replicas(demand / (per_replica * planned_utilization(config))) + 1
         if during <= replicas:
             return keep
