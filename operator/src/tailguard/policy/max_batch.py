@@ -64,7 +64,7 @@ def choose_max_batch(
         return keep
     if rolling and not obs.pending_replicas:
         # (a pod Pending for want of a GPU says no spare would be scheduled either)
-        during = ceil_replicas(demand / (per_replica * planned_utilization(config))) + 1
+        during = _with_spare(config, demand, per_replica)
         if during <= replicas:
             return keep
         return BatchChoice(
@@ -96,8 +96,7 @@ def choose_max_batch(
         return keep
     new_cap = capacity_of(config, model, engine, new_batch, replica, False, None)
     slower = min(per_replica, new_cap.rate * cap.scale if new_cap else per_replica)
-    # Each pod restarts in turn: keep one replica spare for the one that is down.
-    during = ceil_replicas(demand / (slower * planned_utilization(config))) + 1
+    during = _with_spare(config, demand, slower)
     if during > config.max_replicas:
         return keep
     return BatchChoice(
@@ -107,6 +106,12 @@ def choose_max_batch(
         code=Reason.MAX_BATCH_RAISED if new_batch > obs.max_batch else Reason.MAX_BATCH_LOWERED,
         parts=(f"max batch {obs.max_batch} → {new_batch}: {why}",),
     )
+
+
+def _with_spare(config: PolicyConfig, demand: float, per_replica: float) -> int:
+    """Replicas ``demand`` needs at ``per_replica`` each, plus one: each pod restarts in turn, and
+    the one that is down is kept spare (at the change and until its rollout is done)."""
+    return ceil_replicas(demand / (per_replica * planned_utilization(config))) + 1
 
 
 def _tpot_step_budget(slo: float, offset: float | None) -> float:
