@@ -169,7 +169,10 @@ def test_a_max_batch_raise_rolling_out_is_sized_at_the_old_batch_with_one_spare(
     assert unaware.capacity_per_replica > 1.2 * at_old.capacity_per_replica, "the new batch promises more"
     assert rolling.capacity_per_replica == at_old.capacity_per_replica
     assert rolling.replicas == max(run.replicas, need_at_old + 1), rolling.reason
-    assert rolling.replicas > unaware.replicas
+    # Read at the new batch the load asks for fewer (the spare of any rollout is kept on both).
+    assert rolling.recommended is not None
+    assert unaware.recommended is not None
+    assert rolling.recommended > unaware.recommended
     assert "one replica spare while the max-batch change rolls out" in rolling.reason
     # A pod Pending for want of a GPU: no spare would be scheduled either.
     starved, _ = decide(config, rolling_state, replace(rolling_obs, pending_replicas=1), now)

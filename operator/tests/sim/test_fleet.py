@@ -228,6 +228,30 @@ def test_a_max_batch_change_rolls_one_pod_at_a_time() -> None:
     assert (when, old, new) == (pytest.approx(60.0, abs=1e-3), 256, 128)
 
 
+def test_a_spec_change_rolls_every_pod_one_at_a_time_unasked() -> None:
+    """``rollouts_at``: the user's new pod template, which the autoscaler did not ask for."""
+    trace = synthetic.poisson(20, 900, seed=4)
+    scaler = Scripted([])
+    config = FleetConfig(
+        H100, initial_replicas=3, cold_start_s=60, cold_start_jitter=0, rollouts_at=(100.0, 5000.0)
+    )
+    result = simulate(trace, scaler, config)
+    before = [s for s in scaler.seen if s[0] < 100.0]
+    during = [s for s in scaler.seen if s[4]]
+    assert before
+    assert not any(s[4] for s in before)
+    assert during
+    assert min(s[0] for s in during) >= 100.0, "rolled from the change on"
+    assert min(ready for _, ready, *_ in during) == 2, "one pod down at a time"
+    # Three cold starts in turn; the flag drops once no old pod is left (as ``updatedReplicas``
+    # reaches the count), while the last new pod still starts.
+    assert 200.0 <= max(s[0] for s in during) < 220.0
+    assert [ready for t, ready, *_ in scaler.seen if 280.0 <= t < 300.0] == [3] * 4
+    assert not scaler.seen[-1][4], "the rollout finished (the one after the trace never started)"
+    assert result.max_batch_changes == []
+    assert result.scale_events == []
+
+
 def test_no_ready_pod_means_failed_requests() -> None:
     trace = synthetic.poisson(5, 300, seed=5)
     result = simulate(trace, Scripted([(0.0, 1, 64)]), FleetConfig(H100, initial_replicas=1, cold_start_s=60))

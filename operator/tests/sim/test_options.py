@@ -46,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
         (("--hpa-target", "0"), "--hpa-target must be > 0"),
         (("--kpa-panic-threshold", "0.5"), "--kpa-panic-threshold must be >= 1"),
         (("--tailguard-headroom", "-0.5"), "--tailguard-headroom must be >= 0"),
+        (("--rollout-at", "30", "--rollout-at", "-5"), "--rollout-at must be >= 0, got -5"),
+        (("--rollout-at", "nan"), "--rollout-at must be a finite number"),
         (("--synthetic", "spiky", "--rate", "10", "--peak-rate", "500"), "--synthetic spiky:"),
     ],
 )

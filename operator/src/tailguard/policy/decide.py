@@ -15,6 +15,8 @@ Each interval, in order, each step in its own module:
    bounds, the declared schedules.
 6. ``max_batch``: tune ``--max-num-seqs``, rate-limited, never during a rollout or while replicas
    start, with one replica spare for the rolling restart.
+7. ``rollout``: while any rollout runs (the policy's or the user's), one replica spare for the
+   pod that is down.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tailguard.policy.limits import apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import choose_max_batch
 from tailguard.policy.need import missing_beyond_p99, overspending, size_need
 from tailguard.policy.observed import breach, check, is_idle, replica_figures
+from tailguard.policy.rollout import keep_spare, rollout_base
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Decision, Observation, PolicyConfig
 
@@ -93,12 +96,20 @@ def decide(
         config, obs, replica, engine, cap,
         replicas=limited.replicas, code=limited.code, demand=ahead.demand,
         last_change=state.last_max_batch_change_at, now=now, broken=broken, idle=idle,
-        settled=settled, queue_gone=load.queue_gone, rolling=before is not None,
+        settled=settled, queue_gone=load.queue_gone,
     )  # fmt: skip
-    final = batch.replicas
+    changed = batch.max_batch != obs.max_batch
+    base = rollout_base(obs, state.rollout_base, changed_to=limited.replicas if changed else None)
+    spare = keep_spare(
+        config, obs, base,
+        replicas=batch.replicas, demand=ahead.demand, per_replica=cap.per_replica, idle=idle,
+        own_change=before is not None,
+    )  # fmt: skip
+    final = spare.replicas
     limits = tuple(dict.fromkeys((*limited.limits, *batch.limits)))
 
-    parts = [*need.parts, *limited.parts, *batch.parts, f"→ {final} replica{'s' if final != 1 else ''}"]
+    parts = [*need.parts, *limited.parts, *batch.parts, *spare.parts]
+    parts.append(f"→ {final} replica{'s' if final != 1 else ''}")
     if obs.starting_replicas:
         parts.append(f"{obs.starting_replicas} starting")
     if obs.pending_replicas:
@@ -131,7 +142,8 @@ def decide(
         last_scale_at=now if direction else state.last_scale_at,
         last_direction=direction if direction else state.last_direction,
         last_max_batch_change_at=batch.changed_at,
-        max_batch_before=obs.max_batch if batch.max_batch != obs.max_batch else before,
+        max_batch_before=obs.max_batch if changed else before,
+        rollout_base=base,
         last_breach_at=now if broken else state.last_breach_at,
         probe_replicas=need.probe.replicas if need.probe else None,
         probe_misses=need.probe.misses if need.probe else None,

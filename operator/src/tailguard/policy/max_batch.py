@@ -14,6 +14,7 @@ from tailguard.policy.capacity import Capacity, StepModel, capacity
 from tailguard.policy.learning import EngineModel, ReplicaCapacity, capacity_of
 from tailguard.policy.need import ceil_replicas, planned_utilization
 from tailguard.policy.observed import ReplicaFigures, finite, fmt_ms
+from tailguard.policy.rollout import with_spare
 from tailguard.policy.types import Limit, Observation, PolicyConfig, Reason
 
 #: TPOT-to-step ratio assumed before one is measured.
@@ -51,29 +52,14 @@ def choose_max_batch(
     idle: bool,
     settled: bool,
     queue_gone: bool,
-    rolling: bool,
 ) -> BatchChoice:
     """The max batch for this decision, with ``replicas`` and ``code`` as the limits left them.
-
-    ``rolling``: a change this policy made is rolling out (``cap`` is then read at the smaller of
-    the two max batches): the fleet keeps the replica that is down spare until it is done.
-    """
+    A change raises ``replicas`` to keep one spare for the pod that is down; through the rollout
+    that follows, :func:`tailguard.policy.rollout.keep_spare` keeps it."""
     keep = BatchChoice(obs.max_batch, last_change, replicas, code)
     model, modelled, per_replica = cap.model, cap.modelled, cap.per_replica
     if model is None or modelled is None or per_replica is None or idle:
         return keep
-    if rolling and not obs.pending_replicas:
-        # (a pod Pending for want of a GPU says no spare would be scheduled either)
-        during = _with_spare(config, demand, per_replica)
-        if during <= replicas:
-            return keep
-        return BatchChoice(
-            obs.max_batch,
-            last_change,
-            min(config.max_replicas, during),
-            code,
-            parts=("one replica spare while the max-batch change rolls out",),
-        )
     waiting = obs.waiting or 0.0
     if not settled or (broken and waiting > 0) or not (queue_gone or not broken):
         return keep
@@ -96,7 +82,7 @@ def choose_max_batch(
         return keep
     new_cap = capacity_of(config, model, engine, new_batch, replica, False, None)
     slower = min(per_replica, new_cap.rate * cap.scale if new_cap else per_replica)
-    during = _with_spare(config, demand, slower)
+    during = with_spare(config, demand, slower)
     if during > config.max_replicas:
         return keep
     return BatchChoice(
@@ -106,12 +92,6 @@ def choose_max_batch(
         code=Reason.MAX_BATCH_RAISED if new_batch > obs.max_batch else Reason.MAX_BATCH_LOWERED,
         parts=(f"max batch {obs.max_batch} → {new_batch}: {why}",),
     )
-
-
-def _with_spare(config: PolicyConfig, demand: float, per_replica: float) -> int:
-    """Replicas ``demand`` needs at ``per_replica`` each, plus one: each pod restarts in turn, and
-    the one that is down is kept spare (at the change and until its rollout is done)."""
-    return ceil_replicas(demand / (per_replica * planned_utilization(config))) + 1
 
 
 def _tpot_step_budget(slo: float, offset: float | None) -> float:

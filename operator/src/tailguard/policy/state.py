@@ -67,6 +67,9 @@ class PolicyState:
     #: The ``--max-num-seqs`` the pods ran before the last change, while that change rolls out:
     #: the pods not restarted yet still run it.
     max_batch_before: int | None = None
+    #: The replicas the policy ran when the rollout under way began (the fleet it keeps one spare
+    #: above until the rollout is done: ``rollout.keep_spare``); ``None`` when none runs.
+    rollout_base: int | None = None
     #: When the SLO was last seen broken.
     last_breach_at: float | None = None
     #: The last replica added for a breach the model saw room for: the replicas serving when it
@@ -138,7 +141,7 @@ def _parse_field(name: str, value: Any) -> Any:
     """One field of the stored state, type-checked; ``_INVALID`` keeps the default."""
     if name in ("version", "last_direction"):
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
-    if name in ("ready", "probe_replicas", "max_batch_before"):
+    if name in ("ready", "probe_replicas", "max_batch_before", "rollout_base"):
         if value is None:
             return None
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID

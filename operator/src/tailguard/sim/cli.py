@@ -95,6 +95,8 @@ RULES = (
     Rule("--warmup-s", 0.0, inclusive=True),
     Rule("--seed", 0.0, inclusive=True, integer=True),
 )
+#: The range of each ``--rollout-at`` (a repeatable option, checked one value at a time).
+_ROLLOUT_AT = Rule("--rollout-at", 0.0, inclusive=True)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -199,6 +201,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds of lead-in served first, uncounted, while every policy observes and does not "
         "act: for a synthetic trace the same process drawn earlier, for a file the part before "
         "--window or else its first seconds replayed (0: empty engines and no history)",
+    )
+    fleet.add_argument(
+        "--rollout-at",
+        action="append",
+        type=float,
+        default=[],
+        metavar="S",
+        help="seconds into the trace at which the user changes the pod template (a new image or "
+        "engine argument): the Deployment restarts every pod in turn, one at a time (repeatable)",
     )
     fleet.add_argument(
         "--schedule",
@@ -325,6 +336,8 @@ def check(args: argparse.Namespace) -> None:
     for rule in RULES:
         if hasattr(args, rule.dest):
             rule.check(getattr(args, rule.dest))
+    for at in getattr(args, "rollout_at", None) or ():
+        _ROLLOUT_AT.check(at)
     if args.max_replicas < args.min_replicas:
         raise UsageError("need 1 <= --min-replicas <= --max-replicas")
     if args.max_batch_max < args.max_batch_min:
@@ -430,6 +443,7 @@ def run(args: argparse.Namespace) -> int:
         settings=settings,
         schedules=schedules,
         clock_origin_s=clock_origin_s,
+        rollouts_at=tuple(sorted(args.rollout_at)),
     )
     print(
         f"trace {trace.name}: {len(trace)} requests over {trace.duration_s / 60:.1f} min "
@@ -497,6 +511,7 @@ def _settings(args: argparse.Namespace, scenario: Scenario) -> dict[str, object]
         "policy_settings": {k: dict(v) for k, v in scenario.settings.items()},
         "schedules": args.schedule,
         "start_at": args.start_at,
+        "rollouts_at": list(scenario.rollouts_at),
     }
 
 

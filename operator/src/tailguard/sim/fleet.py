@@ -4,7 +4,8 @@ Requests from the trace reach a Service that spreads them over Ready pods (at ra
 kube-proxy does, or to the pod with the fewest outstanding requests). A new pod waits for a GPU
 (Pending), loads the model for the cold start (Starting) and then serves (Ready). A removed pod
 leaves the Service at once and drains its requests for up to ``drain_timeout_s``, holding its GPU;
-whatever is left is aborted. A max-batch change rolls the pods one at a time with
+whatever is left is aborted. A max-batch change, and a spec change the user makes
+(``FleetConfig.rollouts_at``: a new image or engine argument), roll the pods one at a time with
 ``maxSurge: 0, maxUnavailable: 1``.
 
 An autoscaler is called every ``interval_s`` with a :class:`FleetView` and returns an
@@ -101,6 +102,10 @@ class FleetConfig:
     #: edges, as the operator renders ``--custom-histogram-buckets`` (``Scenario.fleet`` does).
     ttft_buckets_s: tuple[float, ...] = TTFT_BUCKETS_S
     tpot_buckets_s: tuple[float, ...] = TPOT_BUCKETS_S
+    #: Times (seconds on the trace's clock) at which the user changes the pod template (a new
+    #: image, an engine argument): the Deployment rolls every pod in turn, as for a max-batch
+    #: change, but the autoscaler did not ask for it.
+    rollouts_at: tuple[float, ...] = ()
 
 
 class FleetView:
@@ -180,7 +185,7 @@ class RunResult:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-_SCRAPE, _TICK, _READY, _GONE, _LEAD, _HANDOVER = 0, 1, 2, 3, 4, 5
+_SCRAPE, _TICK, _READY, _GONE, _LEAD, _HANDOVER, _ROLLOUT = 0, 1, 2, 3, 4, 5, 6
 #: How long before time zero the fleet takes the size the policy last asked for in the lead-in.
 _HANDOVER_LEAD_S = 1e-6
 
@@ -371,6 +376,12 @@ class Fleet:
             if at < 0.0:
                 self.push(at, _LEAD, str(k))
 
+    def schedule_rollouts(self, end: float) -> None:
+        """A new pod template at each time of ``config.rollouts_at`` within the run."""
+        for at in self.config.rollouts_at:
+            if 0.0 <= at <= end:
+                self.push(at, _ROLLOUT)
+
     def due(self, until: float) -> Iterator[tuple[float, int, str]]:
         """Pop the events at or before ``until`` in time order (events they schedule included)."""
         events = self._events
@@ -381,6 +392,10 @@ class Fleet:
     def handle(self, at: float, kind: int, name: str) -> None:
         if kind == _LEAD:
             self.apply(at, Action(self.config.lead_in_schedule[int(name)], instant=True))
+            return
+        if kind == _ROLLOUT:
+            self.version += 1
+            self.reconcile(at)
             return
         pod = next((p for p in self.pods if p.name == name), None)
         if pod is None:
@@ -495,6 +510,7 @@ def simulate(
         fleet.schedule_lead_in(begin)
     end = trace.duration_s
     fleet.schedule_scrape(begin)
+    fleet.schedule_rollouts(end)
     # With a lead-in every policy is called from its start, and observes: what it asks for is not
     # applied before time zero (its learned state is kept, as after a restart with its state).
     # At time zero the fleet is the one it asked for last, Ready, as after an operator restart the

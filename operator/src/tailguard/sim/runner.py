@@ -48,6 +48,9 @@ class Scenario:
     #: of the trace's start).
     schedules: tuple[ScheduleWindow, ...] = ()
     clock_origin_s: float = 0.0
+    #: Times at which the user changes the pod template and every pod rolls in turn
+    #: (``FleetConfig.rollouts_at``); every policy's fleet meets them.
+    rollouts_at: tuple[float, ...] = ()
 
     def fleet(self, initial_replicas: int, *, follow_lead_in: bool = True) -> FleetConfig:
         """The fleet every policy runs on; ``follow_lead_in=False`` holds ``initial_replicas``
@@ -66,6 +69,7 @@ class Scenario:
             warmup_s=self.warmup_s,
             ttft_buckets_s=with_edge(TTFT_BUCKETS_S, self.slo.ttft_s),
             tpot_buckets_s=with_edge(TPOT_BUCKETS_S, self.slo.tpot_s),
+            rollouts_at=self.rollouts_at,
         )
 
     def policy_config(self) -> PolicyConfig:

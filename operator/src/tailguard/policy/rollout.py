@@ -1,0 +1,77 @@
+"""A rollout restarts every pod in turn: the fleet keeps one replica spare while it runs.
+
+The Deployment rolls one pod at a time (``maxSurge: 0, maxUnavailable: 1``): from the first pod
+taken down to the last one Ready, one replica of the count set is not serving. Whatever starts
+the rollout (a max-batch change this policy made, or a spec change the user applied: a new image,
+an engine argument), the size the load asks for is one replica short for all of it, and a fleet
+sized at its target utilization breaks the SLO for the whole rollout. So while one runs the fleet
+holds the size its scale-down window keeps for the load, plus one.
+
+The fleet it keeps one above is the larger of the one the policy ran when the rollout began
+(``PolicyState.rollout_base``) and what the load now asks for at the target utilization (a load
+rising through a rollout). Never the count now, nor the recommendation: both are read from the
+fleet that holds the spare (the hysteresis keeps the current count, a breach adds to it), and a
+spare read back from them would add another at every decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tailguard.policy.need import ceil_replicas, planned_utilization
+from tailguard.policy.types import Observation, PolicyConfig
+
+
+@dataclass(frozen=True)
+class Spare:
+    """The replica count with the rollout's spare, and the sentence it adds to the reason."""
+
+    replicas: int
+    parts: tuple[str, ...] = ()
+
+
+def with_spare(config: PolicyConfig, demand: float, per_replica: float) -> int:
+    """Replicas ``demand`` needs at ``per_replica`` each and the target utilization, plus the one
+    a rolling restart has down."""
+    return ceil_replicas(demand / (per_replica * planned_utilization(config))) + 1
+
+
+def rollout_base(obs: Observation, stored: int | None, *, changed_to: int | None) -> int | None:
+    """The fleet to keep a spare above while a rollout runs: ``changed_to`` where this decision
+    starts one (a max-batch change: the replicas sized before its spare), else the stored base
+    while the rollout runs, else the replica count set when it was first seen; ``None`` when no
+    rollout runs."""
+    if changed_to is not None:
+        return changed_to
+    if not obs.rollout_in_progress:
+        return None
+    return stored if stored is not None else obs.desired_replicas
+
+
+def keep_spare(
+    config: PolicyConfig,
+    obs: Observation,
+    base: int | None,
+    *,
+    replicas: int,
+    demand: float,
+    per_replica: float | None,
+    idle: bool,
+    own_change: bool,
+) -> Spare:
+    """``replicas``, raised while a rollout runs to one more than ``base`` or than what ``demand``
+    needs at ``per_replica`` (:func:`with_spare`), whichever is more, at most ``max_replicas``;
+    the reason says so at every decision the spare
+    holds the fleet, not only at the one that added it. No spare for an idle service, nor while
+    a pod is Pending for want of a GPU (a spare would not be scheduled either). ``own_change``:
+    the rollout is a max-batch change this policy made (the reason says so)."""
+    if not obs.rollout_in_progress or base is None or obs.pending_replicas or idle:
+        return Spare(replicas)
+    sized = with_spare(config, demand, per_replica) if per_replica is not None and per_replica > 0 else 0
+    kept = max(base, sized - 1)
+    spare = min(config.max_replicas, kept + 1)
+    if spare < replicas or spare <= kept:
+        # (more is asked for than the spare: a breach, a schedule; or max replicas leaves none)
+        return Spare(replicas)
+    what = "the max-batch change rolls out" if own_change else "the rollout runs (one pod at a time is down)"
+    return Spare(spare, (f"one replica spare while {what}",))

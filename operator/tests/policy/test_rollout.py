@@ -1,0 +1,134 @@
+"""One replica spare while any rollout runs: the Deployment rolls one pod at a time, so the count
+set is one short of what serves until the last pod is Ready."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from policy.helpers import CONFIG, Run, healthy
+from tailguard.policy import decide
+from tailguard.policy.rollout import keep_spare, rollout_base
+
+NOW = 5000.0
+ROLLING = {"rollout_in_progress": True}
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "base", "replicas", "idle", "expected", "says"),
+    [
+        (
+            "a load risen through the rollout: what it needs, plus one",
+            {**ROLLING, "demand": 100.0},
+            4,
+            5,
+            False,
+            7,
+            True,
+        ),
+        (
+            "a load fallen through it: the fleet it began with, plus one",
+            {**ROLLING, "demand": 20.0},
+            4,
+            5,
+            False,
+            5,
+            True,
+        ),
+        ("no rollout, no spare", {}, None, 4, False, 4, False),
+        ("a rollout: the fleet it began with, plus one", ROLLING, 4, 4, False, 5, True),
+        ("the load asks for less: the fleet it began with, plus one", ROLLING, 6, 5, False, 7, True),
+        ("the spare already there: held, and said", ROLLING, 4, 5, False, 5, True),
+        ("more than that asked (a grown load, a breach, a schedule): kept", ROLLING, 4, 8, False, 8, False),
+        ("a pod Pending for a GPU: no spare", {**ROLLING, "pending_replicas": 1}, 4, 4, False, 4, False),
+        ("an idle service: no spare", ROLLING, 1, 1, True, 1, False),
+        (
+            "never above max replicas",
+            ROLLING,
+            CONFIG.max_replicas,
+            CONFIG.max_replicas,
+            False,
+            CONFIG.max_replicas,
+            False,
+        ),
+    ],
+)
+def test_keep_spare(
+    name: str,
+    overrides: dict[str, object],
+    base: int | None,
+    replicas: int,
+    idle: bool,
+    expected: int,
+    says: bool,
+) -> None:
+    fields = dict(overrides)
+    demand = float(str(fields.pop("demand", 0.0)))
+    obs = healthy(40.0, replicas, now=NOW, **fields)
+    # 20 req/s per replica at the target utilization of 0.93: 100 req/s need 6
+    spare = keep_spare(
+        CONFIG, obs, base, replicas=replicas, demand=demand, per_replica=20.0, idle=idle, own_change=False
+    )
+    assert spare.replicas == expected, name
+    assert bool(spare.parts) == says, name
+
+
+@pytest.mark.parametrize(
+    ("name", "rolling", "stored", "changed_to", "desired", "expected"),
+    [
+        ("no rollout: none", False, None, None, 4, None),
+        ("first seen: the count set then", True, None, None, 4, 4),
+        ("while it runs: the stored one, not the count with its spare", True, 4, None, 5, 4),
+        ("done: forgotten", False, 4, None, 5, None),
+        ("a max-batch change this decision: the fleet sized before its spare", False, None, 6, 4, 6),
+    ],
+)
+def test_rollout_base(
+    name: str, rolling: bool, stored: int | None, changed_to: int | None, desired: int, expected: int | None
+) -> None:
+    obs = healthy(40.0, desired, now=NOW, rollout_in_progress=rolling)
+    assert rollout_base(obs, stored, changed_to=changed_to) == expected, name
+
+
+def test_the_reason_says_whose_rollout_it_is() -> None:
+    obs = healthy(40.0, 4, now=NOW, **ROLLING)
+    theirs = keep_spare(
+        CONFIG, obs, 4, replicas=4, demand=0.0, per_replica=None, idle=False, own_change=False
+    )
+    ours = keep_spare(CONFIG, obs, 4, replicas=4, demand=0.0, per_replica=None, idle=False, own_change=True)
+    assert theirs.parts == ("one replica spare while the rollout runs (one pod at a time is down)",)
+    assert ours.parts == ("one replica spare while the max-batch change rolls out",)
+
+
+def test_a_users_rollout_keeps_one_spare_until_it_is_done_and_no_more() -> None:
+    """A spec change (a new image) rolls every pod: the fleet the load needs plus one, held at
+    every decision of the rollout (the spare is never read back as demand), gone after it."""
+    run = Run(replicas=4)
+    for _ in range(60):
+        run.step(healthy(120.0, run.replicas))
+    before = run.replicas
+    sizes = []
+    for _ in range(30):  # seven and a half minutes of rollout
+        decision = run.step(healthy(120.0, run.replicas, rollout_in_progress=True))
+        sizes.append(decision.replicas)
+    assert set(sizes) == {before + 1}, sizes
+    assert "one replica spare while the rollout runs" in run.history[-1].reason
+    for _ in range(40):
+        run.step(healthy(120.0, run.replicas))
+    assert run.replicas == before, run.history[-1].reason
+
+
+def test_the_spare_is_not_read_back_as_demand() -> None:
+    """The recommendations stay the load's and the base the fleet the rollout began with: the
+    state holds nothing above what the load asked for, and the base survives the annotation."""
+    run = Run(replicas=4)
+    for _ in range(60):
+        run.step(healthy(120.0, run.replicas))
+    obs = replace(healthy(120.0, run.replicas, rollout_in_progress=True), sample_time=run.now - 5.0)
+    decision, state = decide(CONFIG, run.state, obs, run.now)
+    assert decision.replicas == run.replicas + 1
+    assert decision.recommended is not None
+    assert max(r for _, r in state.recommendations) <= max(decision.recommended, run.replicas)
+    assert state.rollout_base == run.replicas
+    assert type(state).from_json(state.to_json()).rollout_base == run.replicas
