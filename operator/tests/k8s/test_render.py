@@ -205,6 +205,15 @@ def test_pod_monitor_relabels_the_service_name() -> None:
     }
 
 
+@pytest.mark.parametrize(("replicas", "expected"), [(1, (1, 0)), (2, (0, 1)), (8, (0, 1))])
+def test_one_replica_alone_is_replaced_by_a_surge_pod(replicas: int, expected: tuple[int, int]) -> None:
+    """Replaced in place, a single replica's spec change would leave no replica for the whole
+    model load; several roll one at a time (GPUs are scarce) with the policy's spare."""
+    isvc = parse_inference_service(manifest())
+    rolling = render_deployment(isvc, replicas, 128, SETTINGS)["spec"]["strategy"]["rollingUpdate"]
+    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == expected
+
+
 @pytest.mark.parametrize("pod_monitor", [True, False])
 def test_render_all_renders_the_size_it_is_given(pod_monitor: bool) -> None:
     isvc = parse_inference_service(manifest())

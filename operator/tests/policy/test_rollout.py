@@ -42,7 +42,17 @@ ROLLING = {"rollout_in_progress": True}
         ("the spare already there: held, and said", ROLLING, 4, 5, False, 5, True),
         ("more than that asked (a grown load, a breach, a schedule): kept", ROLLING, 4, 8, False, 8, False),
         ("a pod Pending for a GPU: no spare", {**ROLLING, "pending_replicas": 1}, 4, 4, False, 4, False),
-        ("an idle service: no spare", ROLLING, 1, 1, True, 1, False),
+        ("an idle service: no spare", ROLLING, 2, 2, True, 2, False),
+        ("one replica: rolled with a surge pod, no spare", ROLLING, 1, 1, False, 1, False),
+        (
+            "one replica, but the load asks for more: that, plus one",
+            {**ROLLING, "demand": 30.0},
+            1,
+            2,
+            False,
+            3,
+            True,
+        ),
         (
             "never above max replicas",
             ROLLING,

@@ -254,9 +254,21 @@ def test_a_spec_change_rolls_every_pod_one_at_a_time_unasked() -> None:
 
 def test_no_ready_pod_means_failed_requests() -> None:
     trace = synthetic.poisson(5, 300, seed=5)
-    result = simulate(trace, Scripted([(0.0, 1, 64)]), FleetConfig(H100, initial_replicas=1, cold_start_s=60))
-    assert np.isinf(result.ttft).any(), "the only pod restarting leaves nobody to answer"
+    result = simulate(trace, Scripted([(100.0, 0, None)]), FleetConfig(H100, initial_replicas=1))
+    assert np.isinf(result.ttft[trace.arrival_s > 140.0]).all(), "nobody left to answer"
+    assert np.isfinite(result.ttft[trace.arrival_s < 90.0]).all()
     assert math.isfinite(result.gpu_seconds)
+
+
+def test_the_only_pod_is_replaced_by_a_surge_pod() -> None:
+    """One replica rolls with maxSurge 1: the old pod serves until its successor is Ready."""
+    trace = synthetic.poisson(5, 300, seed=5)
+    scaler = Scripted([(0.0, 1, 64)])
+    result = simulate(trace, scaler, FleetConfig(H100, initial_replicas=1, cold_start_s=60))
+    assert np.isfinite(result.ttft).all(), "never without a replica"
+    assert min(ready for _, ready, *_ in scaler.seen) == 1
+    assert max(starting for _, _, starting, *_ in scaler.seen) == 1
+    assert not scaler.seen[-1][4], "the rollout finished"
 
 
 def test_a_lead_in_schedule_serves_the_lead_in_and_is_not_counted() -> None:

@@ -174,6 +174,17 @@ def _resources(isvc: InferenceService) -> Manifest:
     }
 
 
+def rolling_update(replicas: int) -> Manifest:
+    """How the Deployment replaces its pods. GPUs are scarce and a surge pod may sit Pending, so
+    replace one replica at a time (the policy keeps one spare while a rollout runs). One replica
+    alone is not taken down before its successor is Ready: replaced in place, a spec change
+    would leave the service with no replica for the whole model load. Its surge pod waits for a
+    GPU while the old one serves."""
+    if replicas <= 1:
+        return {"maxSurge": 1, "maxUnavailable": 0}
+    return {"maxSurge": 0, "maxUnavailable": 1}
+
+
 def render_deployment(
     isvc: InferenceService, replicas: int, max_batch: int, settings: RenderSettings
 ) -> Manifest:
@@ -214,8 +225,7 @@ def render_deployment(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector_labels(name)},
-            # GPUs are scarce: a surge pod would sit Pending, so replace one replica at a time.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling_update(replicas)},
             "progressDeadlineSeconds": engine.startup_timeout_seconds + 300,
             "revisionHistoryLimit": 3,
             "template": {

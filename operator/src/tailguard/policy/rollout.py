@@ -1,7 +1,8 @@
 """A rollout restarts every pod in turn: the fleet keeps one replica spare while it runs.
 
 The Deployment rolls one pod at a time (``maxSurge: 0, maxUnavailable: 1``): from the first pod
-taken down to the last one Ready, one replica of the count set is not serving. Whatever starts
+taken down to the last one Ready, one replica of the count set is not serving. (One replica
+alone rolls with a surge pod instead and keeps serving: it needs no spare.) Whatever starts
 the rollout (a max-batch change this policy made, or a spec change the user applied: a new image,
 an engine argument), the size the load asks for is one replica short for all of it, and a fleet
 sized at its target utilization breaks the SLO for the whole rollout. So while one runs the fleet
@@ -61,17 +62,18 @@ def keep_spare(
 ) -> Spare:
     """``replicas``, raised while a rollout runs to one more than ``base`` or than what ``demand``
     needs at ``per_replica`` (:func:`with_spare`), whichever is more, at most ``max_replicas``;
-    the reason says so at every decision the spare
-    holds the fleet, not only at the one that added it. No spare for an idle service, nor while
-    a pod is Pending for want of a GPU (a spare would not be scheduled either). ``own_change``:
-    the rollout is a max-batch change this policy made (the reason says so)."""
+    the reason says so at every decision the spare holds the fleet, not only at the one that
+    added it. No spare for an idle service, for one replica (rolled with a surge pod), nor while a
+    pod is Pending for want of a GPU (a spare would not be scheduled either). ``own_change``: the
+    rollout is a max-batch change this policy made (the reason says so)."""
     if not obs.rollout_in_progress or base is None or obs.pending_replicas or idle:
         return Spare(replicas)
     sized = with_spare(config, demand, per_replica) if per_replica is not None and per_replica > 0 else 0
     kept = max(base, sized - 1)
     spare = min(config.max_replicas, kept + 1)
-    if spare < replicas or spare <= kept:
-        # (more is asked for than the spare: a breach, a schedule; or max replicas leaves none)
+    if kept <= 1 or spare < replicas or spare <= kept:
+        # (one replica alone rolls with a surge pod, nothing down: ``k8s.render.rolling_update``;
+        # more is asked for than the spare: a breach, a schedule; or max replicas leaves none)
         return Spare(replicas)
     what = "the max-batch change rolls out" if own_change else "the rollout runs (one pod at a time is down)"
     return Spare(spare, (f"one replica spare while {what}",))

@@ -6,7 +6,8 @@ kube-proxy does, or to the pod with the fewest outstanding requests). A new pod 
 leaves the Service at once and drains its requests for up to ``drain_timeout_s``, holding its GPU;
 whatever is left is aborted. A max-batch change, and a spec change the user makes
 (``FleetConfig.rollouts_at``: a new image or engine argument), roll the pods one at a time with
-``maxSurge: 0, maxUnavailable: 1``.
+``maxSurge: 0, maxUnavailable: 1``; one replica alone with a surge pod (``maxSurge: 1,
+maxUnavailable: 0``), as the operator renders it.
 
 An autoscaler is called every ``interval_s`` with a :class:`FleetView` and returns an
 :class:`Action`. It sees metrics only through the modelled Prometheus.
@@ -321,20 +322,30 @@ class Fleet:
             if pod.version != self.version and pod.phase is not PodPhase.READY:
                 self._terminate(pod, now)
         active = self.active_pods()
-        if len(active) > self.desired:
-            self._scale_down(active, len(active) - self.desired, now)
+        # One replica alone rolls with a surge pod (maxSurge 1, maxUnavailable 0, as the
+        # operator renders it): the old pod serves until its successor is Ready.
+        surge = self.desired == 1 and any(p.version != self.version for p in active)
+        if len(active) > self.desired + surge:
+            self._scale_down(active, len(active) - self.desired - surge, now)
         active = self.active_pods()
         for _ in range(self.desired - len(active)):
             self._new_pod(now)
-        # Rolling update: with every pod Ready, take one old pod down and let a new one start.
         active = self.active_pods()
-        unavailable = sum(1 for p in active if p.phase is not PodPhase.READY) + max(
-            0, self.desired - len(active)
-        )
         old_ready = [p for p in active if p.version != self.version and p.phase is PodPhase.READY]
-        if old_ready and unavailable == 0:
-            self._terminate(old_ready[0], now)
-            self._new_pod(now)
+        if old_ready and surge:
+            successors = [p for p in active if p.version == self.version]
+            if not successors:
+                self._new_pod(now)
+            elif all(p.phase is PodPhase.READY for p in successors):
+                self._terminate(old_ready[0], now)
+        elif old_ready:
+            # Rolling update: with every pod Ready, take one old pod down and let a new one start.
+            unavailable = sum(1 for p in active if p.phase is not PodPhase.READY) + max(
+                0, self.desired - len(active)
+            )
+            if unavailable == 0:
+                self._terminate(old_ready[0], now)
+                self._new_pod(now)
         self._schedule_pending(now)
 
     def _scale_down(self, active: list[Pod], count: int, now: float) -> None:
