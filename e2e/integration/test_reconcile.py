@@ -377,6 +377,42 @@ def test_a_spec_changed_mid_rollout_converges_to_the_last_spec(
     )
 
 
+def test_a_single_replica_serves_through_its_rollout(
+    kube: Kube, namespace: str, operator: OperatorProcess, examples: dict[str, dict[str, Any]]
+) -> None:
+    """One replica alone rolls with a surge pod: the old pod serves until its successor is Ready.
+    The new template's pod takes 3 s to be Ready (kwok's per-pod delay); replaced in place, the
+    service would have no Ready pod for those 3 s (on a GPU, for the whole model load)."""
+    name = _running_at_max_batch_64(kube, namespace, examples, 1)
+    dep = kube.get(*DEPLOYMENT, name, namespace) or {}
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    delay = {"pod-ready.stage.kwok.x-k8s.io/delay": "3s"}
+    kube.patch(*DEPLOYMENT, name, {"spec": {"template": {"metadata": {"annotations": delay}}}}, namespace)
+    ready_counts: list[int] = []
+    pod_counts: list[int] = []
+
+    def rolled_out() -> bool:
+        pods = _pods(kube, namespace, name)
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        ready_counts.append(sum(1 for p in live if _running_ready(p)))
+        pod_counts.append(len(live))
+        return (
+            len(live) == 1
+            and _running_ready(live[0])
+            and (live[0]["metadata"].get("annotations") or {}).get(next(iter(delay))) == "3s"
+        )
+
+    wait_for(
+        "the rollout to the new template to finish",
+        rolled_out,
+        timeout=60,
+        interval=0.1,
+        details=lambda: kube.describe_namespace(namespace),
+    )
+    assert min(ready_counts) == 1, ready_counts
+    assert max(pod_counts) == 2, "the successor started beside the old pod"
+
+
 def _replica_set_marks(kube: Kube, namespace: str, name: str) -> str:
     """Each ReplicaSet's replicas and desired-replicas mark, for failure messages."""
     rows = [
