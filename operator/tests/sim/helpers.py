@@ -3,8 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+
+from tailguard.sim import synthetic
+from tailguard.sim.oracle import SloTarget
+from tailguard.sim.profiles import get_profile
+from tailguard.sim.runner import Scenario, with_lead_in_schedule
+
+#: The lead-in of the through-the-simulator runs: an hour of the same process, observed.
+LEAD_S = 3600.0
+
+
+def steady_70b(seconds: float, **fields: Any) -> Scenario:
+    """A stationary Poisson load of 70 req/s on the 70B replica (seven serve it within a 0.99
+    target, six do not) for ``seconds`` after an hour's lead-in, served by the lead-in's fleet;
+    ``fields`` override the scenario's."""
+    trace = synthetic.poisson(70, seconds, mix=synthetic.CHAT, seed=1, lead_s=LEAD_S)
+    scenario = Scenario(
+        trace=trace,
+        profile=get_profile("h100x2-llama3-70b-fp8"),
+        slo=SloTarget(1.0, 0.1, 0.99),
+        seed=1,
+        warmup_s=LEAD_S,
+        **fields,
+    )
+    return with_lead_in_schedule(scenario)
 
 
 def exits_with_one_line(

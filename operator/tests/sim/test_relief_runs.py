@@ -9,31 +9,19 @@ from dataclasses import replace
 
 import pytest
 
-from tailguard.sim import synthetic
+from sim.helpers import steady_70b
 from tailguard.sim.fleet import simulate
-from tailguard.sim.oracle import SloTarget
 from tailguard.sim.policies.tailguard import Tailguard
-from tailguard.sim.profiles import get_profile
 from tailguard.sim.report import summarise
-from tailguard.sim.runner import Scenario, with_lead_in_schedule
 
 SECONDS = 1200.0
-LEAD_S = 3600.0
 
 
 def _run(budget_headroom: bool) -> tuple[float, list[int]]:
     """Attainment, and the fleet at every scrape of the measured run."""
-    trace = synthetic.poisson(70, SECONDS, mix=synthetic.CHAT, seed=1, lead_s=LEAD_S)
-    scenario = Scenario(
-        trace=trace,
-        profile=get_profile("h100x2-llama3-70b-fp8"),
-        slo=SloTarget(1.0, 0.1, 0.99),
-        seed=1,
-        warmup_s=LEAD_S,
-    )
-    scenario = with_lead_in_schedule(scenario)
+    scenario = steady_70b(SECONDS)
     config = replace(scenario.policy_config(), budget_headroom=budget_headroom)
-    result = simulate(trace, Tailguard(config), scenario.fleet(scenario.lead_in_schedule[-1]))
+    result = simulate(scenario.trace, Tailguard(config), scenario.fleet(scenario.lead_in_schedule[-1]))
     fleet = [row.desired for row in result.timeline if row.time >= 0.0]
     return summarise(result, scenario.slo).attainment, fleet
 

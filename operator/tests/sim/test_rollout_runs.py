@@ -4,32 +4,19 @@ the 70B replica, which seven replicas serve within the target and six do not."""
 
 from __future__ import annotations
 
-from tailguard.sim import synthetic
+from sim.helpers import steady_70b
 from tailguard.sim.fleet import simulate
-from tailguard.sim.oracle import SloTarget
 from tailguard.sim.policies.tailguard import Tailguard
-from tailguard.sim.profiles import get_profile
 from tailguard.sim.report import summarise
-from tailguard.sim.runner import Scenario, with_lead_in_schedule
 
 SECONDS = 900.0
-LEAD_S = 3600.0
 ROLLOUT_AT = 120.0
 
 
 def test_a_users_rollout_keeps_one_replica_spare_and_the_slo() -> None:
-    trace = synthetic.poisson(70, SECONDS, mix=synthetic.CHAT, seed=1, lead_s=LEAD_S)
-    scenario = Scenario(
-        trace=trace,
-        profile=get_profile("h100x2-llama3-70b-fp8"),
-        slo=SloTarget(1.0, 0.1, 0.99),
-        seed=1,
-        warmup_s=LEAD_S,
-        rollouts_at=(ROLLOUT_AT,),
-    )
-    scenario = with_lead_in_schedule(scenario)
+    scenario = steady_70b(SECONDS, rollouts_at=(ROLLOUT_AT,))
     result = simulate(
-        trace, Tailguard(scenario.policy_config()), scenario.fleet(scenario.lead_in_schedule[-1])
+        scenario.trace, Tailguard(scenario.policy_config()), scenario.fleet(scenario.lead_in_schedule[-1])
     )
     rows = [row for row in result.timeline if row.time >= 0.0]
     before = {row.desired for row in rows if row.time < ROLLOUT_AT}
