@@ -1,7 +1,7 @@
 """End-to-end scenarios: the operator autoscaling simulated vLLM pods on a real API server and Prometheus.
 
 Each test has its own namespace, fleet, Prometheus and operator, and reads like its phases:
-steady load, a step up, a fall, an outage, a restart, scarce GPUs, DryRun.
+steady load, a step up, a fall, an outage, a restart, scarce GPUs, DryRun, a rollout.
 """
 
 from __future__ import annotations
@@ -360,3 +360,55 @@ def test_tpot_broken_with_ttft_fine_scales_out_until_tpot_holds(
     assert deployment_replicas(kube, namespace) > 2
     assert events(kube, namespace, "MaxBatchChanged") == [], "the fleet's size fixed TPOT"
     assert max_num_seqs_of(kube.get("apps/v1", "Deployment", NAME, namespace)) == 256
+
+
+def test_a_spec_change_rolls_out_with_one_replica_spare(
+    kube: Kube, namespace: str, fleet: FleetHandle, autoscaler: OperatorProcess
+) -> None:
+    """A new pod template rolls one pod at a time, so one replica of the count set is down until
+    the last new pod is Ready: the operator keeps one replica spare while the rollout runs, says
+    so, and gives it back after. The new pods take 15 s to be Ready (kwok's per-pod delay, set on
+    the template: itself the spec change that rolls the pods)."""
+    start_serving(kube, namespace, fleet, rate=10, replicas=2, minReplicas=2)
+    wait_for(
+        "two replicas Ready", lambda: (status(kube, namespace).get("readyReplicas") or 0) == 2, timeout=60
+    )
+    assert deployment_replicas(kube, namespace) == 2
+    # Phase: the template changes; the Deployment's own controller rolls it.
+    delay = {"pod-ready.stage.kwok.x-k8s.io/delay": "15s"}
+    kube.patch(
+        "apps/v1", "Deployment", NAME, {"spec": {"template": {"metadata": {"annotations": delay}}}}, namespace
+    )
+    wait_for(
+        "a third replica while the rollout runs",
+        lambda: deployment_replicas(kube, namespace) == 3,
+        timeout=4 * INTERVAL_S,
+        interval=0.5,
+        details=lambda: str(status(kube, namespace).get("lastDecision")),
+    )
+    wait_for(
+        "the decision to say why",
+        lambda: (
+            "one replica spare while the rollout runs"
+            in str((status(kube, namespace).get("lastDecision") or {}).get("message"))
+        ),
+        timeout=4 * INTERVAL_S,
+        interval=0.5,
+        details=lambda: str(status(kube, namespace).get("lastDecision")),
+    )
+    # Phase: the rollout done (every pod on the new template), the spare goes.
+    wait_for(
+        "the rollout done and two replicas again",
+        lambda: (
+            deployment_replicas(kube, namespace) == 2
+            and (kube.get("apps/v1", "Deployment", NAME, namespace) or {})
+            .get("status", {})
+            .get("updatedReplicas")
+            == 2
+        ),
+        timeout=120,
+        interval=1,
+        details=lambda: str(status(kube, namespace).get("lastDecision")),
+    )
+    scaled = [e["message"] for e in events(kube, namespace, "Scaled")]
+    assert any(m.startswith("scaled 2→3") for m in scaled), scaled
