@@ -6,7 +6,7 @@ alone rolls with a surge pod instead and keeps serving: it needs no spare.) What
 the rollout (a max-batch change this policy made, or a spec change the user applied: a new image,
 an engine argument), the size the load asks for is one replica short for all of it, and a fleet
 sized at its target utilization breaks the SLO for the whole rollout. So while one runs the fleet
-holds the size its scale-down window keeps for the load, plus one.
+holds one replica more.
 
 The fleet it keeps one above is the larger of the one the policy ran when the rollout began
 (``PolicyState.rollout_base``) and what the load now asks for at the target utilization (a load

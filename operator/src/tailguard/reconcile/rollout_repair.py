@@ -4,11 +4,10 @@ The controller marks each ReplicaSet with the replica count it was sized for
 (``deployment.kubernetes.io/desired-replicas``). When that mark differs from the Deployment's
 replicas it takes the change for a scaling event and only scales, never rolls out. With
 ``maxSurge: 0`` (tailguard's strategy from two replicas on: no spare GPU during a rollout), a
-replica count and a pod
-template changed while an earlier rollout still runs can leave one active ReplicaSet of the
-*older* template that already has the Deployment's replica count but a stale mark: scaling then
-changes nothing, so the mark is never rewritten, and the new template never rolls out
-(Kubernetes 1.37 still does this). The signature is exact, and the repair is the mark the
+replica count and a pod template changed while an earlier rollout still runs can leave one active
+ReplicaSet of the *older* template that already has the Deployment's replica count but a stale
+mark: scaling then changes nothing, so the mark is never rewritten, and the new template never
+rolls out (Kubernetes 1.37 still does this). The signature is exact, and the repair is the mark the
 controller itself would have written.
 """
 
