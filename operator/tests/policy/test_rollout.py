@@ -9,7 +9,7 @@ import pytest
 
 from policy.helpers import CONFIG, Run, healthy
 from tailguard.policy import decide
-from tailguard.policy.rollout import keep_spare, rollout_base
+from tailguard.policy.rollout import keep_spare, rollout_base, rollout_pending_since
 
 NOW = 5000.0
 ROLLING = {"rollout_in_progress": True}
@@ -99,6 +99,52 @@ def test_rollout_base(
 ) -> None:
     obs = healthy(40.0, desired, now=NOW, rollout_in_progress=rolling)
     assert rollout_base(obs, stored, changed_to=changed_to) == expected, name
+
+
+@pytest.mark.parametrize(
+    ("name", "rolling", "pending", "stored", "expected"),
+    [
+        ("no rollout: no clock", False, 1, NOW - 500.0, None),
+        ("nothing Pending: no clock", True, 0, None, None),
+        ("a pod Pending: from now", True, 1, None, NOW),
+        ("still Pending: since then", True, 1, NOW - 30.0, NOW - 30.0),
+        (
+            "scheduled within the patience (a GPU a draining pod held): the clock stops",
+            True,
+            0,
+            NOW - 30.0,
+            None,
+        ),
+        ("waited the patience: kept for the rest of the rollout", True, 0, NOW - 90.0, NOW - 90.0),
+        ("the rollout done: forgotten", False, 0, NOW - 500.0, None),
+    ],
+)
+def test_rollout_pending_since(
+    name: str, rolling: bool, pending: int, stored: float | None, expected: float | None
+) -> None:
+    obs = healthy(40.0, 4, now=NOW, rollout_in_progress=rolling, pending_replicas=pending)
+    assert rollout_pending_since(obs, stored, NOW, 90.0) == expected, name
+
+
+@pytest.mark.parametrize(
+    ("name", "pending", "replicas", "broken", "expected"),
+    [
+        ("the Pending spare is given back, so the rollout can free a GPU", 1, 5, False, 4),
+        ("never below the fleet it began with", 2, 5, False, 4),
+        ("no spare pending: nothing to give back", 0, 4, False, 4),
+        ("in a breach nothing scales down", 1, 5, True, 5),
+    ],
+)
+def test_a_starved_rollout_keeps_no_spare(
+    name: str, pending: int, replicas: int, broken: bool, expected: int
+) -> None:
+    obs = healthy(40.0, replicas, now=NOW, rollout_in_progress=True, pending_replicas=pending)
+    spare = keep_spare(
+        CONFIG, obs, 4, replicas=replicas, demand=0.0, per_replica=None, idle=False,
+        own_change=False, starved=True, broken=broken,
+    )  # fmt: skip
+    assert spare.replicas == expected, name
+    assert bool(spare.parts) == (expected < replicas), name
 
 
 def test_the_reason_says_whose_rollout_it_is() -> None:

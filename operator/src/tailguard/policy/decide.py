@@ -27,9 +27,9 @@ from tailguard.policy.arrivals import outlook, read_arrivals
 from tailguard.policy.learning import learn_engine, replica_capacity
 from tailguard.policy.limits import apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import choose_max_batch
-from tailguard.policy.need import missing_beyond_p99, overspending, size_need
+from tailguard.policy.need import missing_beyond_p99, overspending, size_need, startup_horizon
 from tailguard.policy.observed import breach, check, is_idle, replica_figures
-from tailguard.policy.rollout import keep_spare, rollout_base
+from tailguard.policy.rollout import keep_spare, rollout_base, rollout_pending_since
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Decision, Observation, PolicyConfig
 
@@ -100,10 +100,13 @@ def decide(
     )  # fmt: skip
     changed = batch.max_batch != obs.max_batch
     base = rollout_base(obs, state.rollout_base, changed_to=limited.replicas if changed else None)
+    patience_s = startup_horizon(config, obs)
+    pending_since = rollout_pending_since(obs, state.rollout_pending_since, now, patience_s)
+    starved = pending_since is not None and now - pending_since >= patience_s
     spare = keep_spare(
         config, obs, base,
         replicas=batch.replicas, demand=ahead.demand, per_replica=cap.per_replica, idle=idle,
-        own_change=before is not None,
+        own_change=before is not None, starved=starved, broken=broken,
     )  # fmt: skip
     final = spare.replicas
     limits = tuple(dict.fromkeys((*limited.limits, *batch.limits)))
@@ -144,6 +147,7 @@ def decide(
         last_max_batch_change_at=batch.changed_at,
         max_batch_before=obs.max_batch if changed else before,
         rollout_base=base,
+        rollout_pending_since=pending_since,
         last_breach_at=now if broken else state.last_breach_at,
         probe_replicas=need.probe.replicas if need.probe else None,
         probe_misses=need.probe.misses if need.probe else None,

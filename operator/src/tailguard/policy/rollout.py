@@ -13,6 +13,13 @@ The fleet it keeps one above is the larger of the one the policy ran when the ro
 rising through a rollout). Never the count now, nor the recommendation: both are read from the
 fleet that holds the spare (the hysteresis keeps the current count, a breach adds to it), and a
 spare read back from them would add another at every decision.
+
+On a cluster with no GPU free the spare cannot be scheduled, and a Pending spare holds the rollout
+for good: the Deployment takes no old pod down (whose GPU the new pod would take) while the count
+it keeps available is not met. A pod may also wait a little for the GPU of one still draining. So
+no spare is added while a pod is Pending, and once one has waited a start-up horizon
+(``PolicyState.rollout_pending_since``; a spare scheduled later would not serve in time anyway)
+the rollout keeps none: a Pending one is given back, so the rollout can free a GPU.
 """
 
 from __future__ import annotations
@@ -49,6 +56,22 @@ def rollout_base(obs: Observation, stored: int | None, *, changed_to: int | None
     return stored if stored is not None else obs.desired_replicas
 
 
+def rollout_pending_since(
+    obs: Observation, stored: float | None, now: float, patience_s: float
+) -> float | None:
+    """Since when a pod has been Pending for want of a GPU during the rollout under way (``now``
+    if from this decision); ``None`` while none is, or when no rollout runs. Once a pod has waited
+    ``patience_s``, the time is kept for the rest of the rollout (it is then starved: see
+    :func:`keep_spare`), whatever is Pending later."""
+    if not obs.rollout_in_progress:
+        return None
+    if stored is not None and now - stored >= patience_s:
+        return stored
+    if obs.pending_replicas:
+        return stored if stored is not None else now
+    return None
+
+
 def keep_spare(
     config: PolicyConfig,
     obs: Observation,
@@ -59,14 +82,32 @@ def keep_spare(
     per_replica: float | None,
     idle: bool,
     own_change: bool,
+    starved: bool = False,
+    broken: bool = False,
 ) -> Spare:
     """``replicas``, raised while a rollout runs to one more than ``base`` or than what ``demand``
     needs at ``per_replica`` (:func:`with_spare`), whichever is more, at most ``max_replicas``;
     the reason says so at every decision the spare holds the fleet, not only at the one that
     added it. No spare for an idle service, for one replica (rolled with a surge pod), nor while a
-    pod is Pending for want of a GPU (a spare would not be scheduled either). ``own_change``: the
-    rollout is a max-batch change this policy made (the reason says so)."""
-    if not obs.rollout_in_progress or base is None or obs.pending_replicas or idle:
+    pod is Pending for want of a GPU (a spare would not be scheduled either). ``starved``: a pod
+    waited a start-up horizon for a GPU during this rollout: no spare for the rest of it, and the
+    replicas above ``base`` that are Pending are given back, so the rollout can free a GPU (not in
+    a breach: ``broken``, when nothing scales down). ``own_change``: the rollout is a max-batch
+    change this policy made (the reason says so)."""
+    if not obs.rollout_in_progress or base is None or idle:
+        return Spare(replicas)
+    if starved:
+        kept = max(base, replicas - obs.pending_replicas)
+        if kept >= replicas or broken:
+            return Spare(replicas)
+        return Spare(
+            kept,
+            (
+                f"no replica spare for the rollout: {obs.pending_replicas} Pending for want of a GPU "
+                "would hold it (the new pods take the old ones' GPUs)",
+            ),
+        )
+    if obs.pending_replicas:
         return Spare(replicas)
     sized = with_spare(config, demand, per_replica) if per_replica is not None and per_replica > 0 else 0
     kept = max(base, sized - 1)

@@ -70,6 +70,9 @@ class PolicyState:
     #: The replicas the policy ran when the rollout under way began (the fleet it keeps one spare
     #: above until the rollout is done: ``rollout.keep_spare``); ``None`` when none runs.
     rollout_base: int | None = None
+    #: Since when a pod has been Pending for want of a GPU during the rollout under way (kept for
+    #: the rest of it once one waited a start-up horizon: ``rollout.rollout_pending_since``).
+    rollout_pending_since: float | None = None
     #: When the SLO was last seen broken.
     last_breach_at: float | None = None
     #: The last replica added for a breach the model saw room for: the replicas serving when it
