@@ -29,7 +29,7 @@ from tailguard.policy.limits import apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import choose_max_batch
 from tailguard.policy.need import missing_beyond_p99, overspending, size_need, startup_horizon
 from tailguard.policy.observed import breach, check, is_idle, replica_figures
-from tailguard.policy.rollout import keep_spare, rollout_base, rollout_pending_since
+from tailguard.policy.rollout import keep_spare, rollout_base, rollout_pending_since, starved
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Decision, Observation, PolicyConfig
 
@@ -102,11 +102,10 @@ def decide(
     base = rollout_base(obs, state.rollout_base, changed_to=limited.replicas if changed else None)
     patience_s = startup_horizon(config, obs)
     pending_since = rollout_pending_since(obs, state.rollout_pending_since, now, patience_s)
-    starved = pending_since is not None and now - pending_since >= patience_s
     spare = keep_spare(
         config, obs, base,
         replicas=batch.replicas, demand=ahead.demand, per_replica=cap.per_replica, idle=idle,
-        own_change=before is not None, starved=starved, broken=broken,
+        own_change=before is not None, starved=starved(pending_since, now, patience_s), broken=broken,
     )  # fmt: skip
     final = spare.replicas
     limits = tuple(dict.fromkeys((*limited.limits, *batch.limits)))

@@ -65,11 +65,17 @@ def rollout_pending_since(
     :func:`keep_spare`), whatever is Pending later."""
     if not obs.rollout_in_progress:
         return None
-    if stored is not None and now - stored >= patience_s:
+    if starved(stored, now, patience_s):
         return stored
     if obs.pending_replicas:
         return stored if stored is not None else now
     return None
+
+
+def starved(pending_since: float | None, now: float, patience_s: float) -> bool:
+    """A pod of the rollout under way has waited ``patience_s`` for a GPU (since
+    ``pending_since``, from :func:`rollout_pending_since`)."""
+    return pending_since is not None and now - pending_since >= patience_s
 
 
 def keep_spare(
@@ -89,11 +95,11 @@ def keep_spare(
     needs at ``per_replica`` (:func:`with_spare`), whichever is more, at most ``max_replicas``;
     the reason says so at every decision the spare holds the fleet, not only at the one that
     added it. No spare for an idle service, for one replica (rolled with a surge pod), nor while a
-    pod is Pending for want of a GPU (a spare would not be scheduled either). ``starved``: a pod
-    waited a start-up horizon for a GPU during this rollout: no spare for the rest of it, and the
-    replicas above ``base`` that are Pending are given back, so the rollout can free a GPU (not in
-    a breach: ``broken``, when nothing scales down). ``own_change``: the rollout is a max-batch
-    change this policy made (the reason says so)."""
+    pod is Pending for want of a GPU (a spare would not be scheduled either). ``starved``
+    (:func:`starved`): a pod waited a start-up horizon for a GPU during this rollout: no spare for
+    the rest of it, and the replicas above ``base`` that are Pending are given back, so the rollout
+    can free a GPU (not in a breach: ``broken``, when nothing scales down). ``own_change``: the
+    rollout is a max-batch change this policy made (the reason says so)."""
     if not obs.rollout_in_progress or base is None or idle:
         return Spare(replicas)
     if starved:
