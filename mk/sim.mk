@@ -1,5 +1,5 @@
 # The fleet simulator and its benchmark (operator/src/tailguard/sim).
-.PHONY: bench bench-quick bench-seeds bench-frontier bench-lever bench-queue simulate-example
+.PHONY: bench bench-quick bench-seeds bench-frontier bench-lever bench-other bench-queue simulate-example
 
 BENCH_OUT ?= out/bench
 BENCH_JOBS ?= 2
@@ -20,6 +20,9 @@ bench-frontier: venv ## every policy swept over its knob on every trace; tailgua
 
 bench-lever: venv ## tailguard with and without max-batch tuning, side by side, where the cap matters (~3 min)
 	$(PY) -m tailguard.sim.bench.lever --jobs $(BENCH_JOBS)
+
+bench-other: venv ## tailguard on twenty settings off the benchmark: other rates, profiles, mixes, shapes (~13 min)
+	$(PY) -m tailguard.sim.bench.other --jobs $(BENCH_JOBS)
 
 bench-queue: venv ## the prefill queue model's p99 TTFT against one simulated replica's, on three mixes (seconds)
 	$(PY) -m tailguard.sim.bench.queue --mix code --profile h100-llama3-8b --rates 2,6,8,10,12

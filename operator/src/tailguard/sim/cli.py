@@ -402,29 +402,23 @@ def _clock(args: argparse.Namespace) -> tuple[tuple[ScheduleWindow, ...], float]
     return windows, start.timestamp()
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the simulation the options describe; print the table; write the outputs to ``--out``."""
-    try:
-        check(args)
-        policies = policies_of(args)
-        settings = policy_settings(args)
-        profile = profile_of(args)
-        trace = load(args)
-    except (TraceError, ProfileError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+def scenario_from(args: argparse.Namespace) -> Scenario:
+    """The scenario the options describe (trace, profile, SLO, fleet and policy settings); a
+    ``UsageError``, ``TraceError`` or ``ProfileError`` says what is wrong with them."""
+    check(args)
+    settings = policy_settings(args)
+    profile = profile_of(args)
+    trace = load(args)
     try:
         schedules, clock_origin_s = _clock(args)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(str(exc)) from None
     if any(w.min_replicas > args.max_replicas for w in schedules):
-        print("error: a --schedule MIN must not exceed --max-replicas", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("a --schedule MIN must not exceed --max-replicas")
     slo = SloTarget(
         args.slo_ttft_ms / 1e3, args.slo_tpot_ms / 1e3 if args.slo_tpot_ms else None, args.goodput
     )
-    scenario = Scenario(
+    return Scenario(
         trace=trace,
         profile=profile,
         slo=slo,
@@ -445,6 +439,18 @@ def run(args: argparse.Namespace) -> int:
         clock_origin_s=clock_origin_s,
         rollouts_at=tuple(sorted(args.rollout_at)),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the simulation the options describe; print the table; write the outputs to ``--out``."""
+    try:
+        check(args)
+        policies = policies_of(args)
+        scenario = scenario_from(args)
+    except (TraceError, ProfileError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    trace, profile, slo = scenario.trace, scenario.profile, scenario.slo
     print(
         f"trace {trace.name}: {len(trace)} requests over {trace.duration_s / 60:.1f} min "
         f"({trace.mean_rate:.1f} req/s); profile {profile.name}",
