@@ -16,6 +16,7 @@ from multiprocessing import Pool
 
 from tailguard.sim import synthetic
 from tailguard.sim.bench.catalogue import HOUR, WARMUP_S
+from tailguard.sim.bench.choices import check_jobs, chosen
 from tailguard.sim.oracle import SloTarget
 from tailguard.sim.profiles import get_profile
 from tailguard.sim.report import summarise
@@ -136,12 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         "--cases", default=",".join(c.key for c in CASES), help="comma-separated workloads to run"
     )
     args = parser.parse_args(argv)
-    keys = [k for k in args.cases.split(",") if k]
-    unknown = sorted(set(keys) - {c.key for c in CASES})
-    if unknown:
-        parser.error(f"unknown workload {', '.join(unknown)}; known: {', '.join(c.key for c in CASES)}")
-    if args.jobs < 1:
-        parser.error("--jobs must be at least 1")
+    keys = chosen(parser, args.cases, [c.key for c in CASES], "workload")
+    check_jobs(parser, args.jobs)
     for case in CASES:
         if case.key in keys:
             print(f"{case.key}: {case.describe}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from multiprocessing import Pool
 
 from tailguard.sim import cli
+from tailguard.sim.bench.choices import check_jobs, chosen
 from tailguard.sim.report import summarise
 from tailguard.sim.runner import Scenario, run
 
@@ -233,12 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         "--settings", default=",".join(s.key for s in SETTINGS), help="comma-separated settings to run"
     )
     args = parser.parse_args(argv)
-    keys = [k for k in args.settings.split(",") if k]
-    unknown = sorted(set(keys) - {s.key for s in SETTINGS})
-    if unknown:
-        parser.error(f"unknown setting {', '.join(unknown)}; known: {', '.join(s.key for s in SETTINGS)}")
-    if args.jobs < 1:
-        parser.error("--jobs must be at least 1")
+    keys = chosen(parser, args.settings, [s.key for s in SETTINGS], "setting")
+    check_jobs(parser, args.jobs)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
