@@ -16,6 +16,7 @@ from tailguard.sim.bench.other import (
     run_setting,
     scenario_of,
     table,
+    verdict,
 )
 
 
@@ -74,3 +75,13 @@ def test_bad_options_end_in_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     exits_with_one_line(main, argv, message, capsys)
+
+
+def test_the_verdict_counts_the_runs_that_meet_their_target_and_names_the_others() -> None:
+    rows = [
+        OtherRow("a", 1, 0.99, 0.9850, 6.16, 1.77),
+        OtherRow("a", 2, 0.99, 0.9962, 5.68, 1.88),
+        OtherRow("b", 1, 0.95, 0.9500, 3.00, 3.10),
+    ]
+    assert verdict(rows) == "2 of 3 runs meet their goodput target; under it: a (seed 1, 0.9850)"
+    assert verdict(rows[1:]) == "2 of 2 runs meet their goodput target"

@@ -221,6 +221,13 @@ def table(rows: Sequence[OtherRow]) -> str:
     return "\n".join(lines)
 
 
+def verdict(rows: Sequence[OtherRow]) -> str:
+    """How many runs met their target, and which did not."""
+    missed = [f"{r.key} (seed {r.seed}, {r.attainment:.4f})" for r in rows if r.attainment < r.goodput]
+    line = f"{len(rows) - len(missed)} of {len(rows)} runs meet their goodput target"
+    return f"{line}; under it: {', '.join(missed)}" if missed else line
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tailguard.sim.bench.other",
@@ -249,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = pool.map(_job, jobs)
     print()
     print(table(rows))
+    print()
+    print(verdict(rows))
     return 0
 
 
