@@ -19,7 +19,6 @@ from multiprocessing import Pool
 
 from tailguard.sim import cli
 from tailguard.sim.bench.choices import check_jobs, chosen
-from tailguard.sim.report import summarise
 from tailguard.sim.runner import Scenario, run
 
 #: The options every setting runs with (the benchmark's lead-in, room to scale).
@@ -181,7 +180,7 @@ def run_setting(setting: OtherSetting, seed: int, *, flat: bool = False, extra: 
     """One run of tailguard on ``setting`` (and the flat fleet's search with ``flat``)."""
     scenario = scenario_of(setting, seed, extra)
     result = run(scenario, ["tailguard"], progress=False, with_flat=flat)
-    summary = summarise(result.runs[0], scenario.slo)
+    (summary,) = result.summaries
     replicas = result.flat.replicas if result.flat is not None else None
     flat_hours = next((g for n, _, g in result.flat.tried if n == replicas), None) if result.flat else None
     return OtherRow(
