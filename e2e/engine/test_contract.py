@@ -306,15 +306,21 @@ def test_smaller_max_batch_raises_queueing_and_ttft(run_small: EngineRun, run_la
             f"{Signal.QUEUE_TIME_MEAN}: {read} through Prometheus, {mean_queue(run)} on /metrics:{both}"
         )
 
-    # TTFT at the median, not the p99: with 16 slots the tail is the prefill of a dozen concurrent
-    # ~670-token prompts batched together, and it sat within 5% of the 2-slot tail over 480
-    # requests (0.58 s against 0.60 s). The queueing a small batch adds moves the bulk.
-    def median_ttft(run: EngineRun) -> float:
+    # TTFT beyond a bucket edge, not a median or the p99. With 16 slots the p99 is the prefill of
+    # a dozen concurrent ~670-token prompts batched together, within 5% of the 2-slot tail over 480
+    # requests (0.58 s against 0.60 s). Not the median either: vLLM's own TTFT histogram put 7 and
+    # 52 of the 120 small-batch requests under 20 ms on two runs, where the client's median was
+    # 0.34-0.37 s and its fastest 0.12 s, so the histogram's median read 0.08-0.10 s with either
+    # batch and fell on either side of the large batch's. The queueing moves the share beyond
+    # 250 ms, the figure the operator reads at an SLO edge: 50 and 36 of 120 requests with 2 slots
+    # on those runs, 8 of 120 with 16 on both.
+    def share_beyond(run: EngineRun, edge_s: float = 0.25) -> float:
         series = run.cycle.series[Signal.TTFT_BUCKETS].buckets.get(run.key)
         assert series, f"{VllmMetric.TTFT}: the operator's bucket query returned nothing for {run.key}"
-        return histogram.histogram_quantile(0.5, series)
+        return 1.0 - histogram.fraction_at_or_below(edge_s, series)
 
-    assert median_ttft(small) > median_ttft(large), (
-        f"{VllmMetric.TTFT}: median {median_ttft(small):.3f}s (small batch) vs {median_ttft(large):.3f}s:{both}"
+    assert share_beyond(small) > share_beyond(large), (
+        f"{VllmMetric.TTFT}: {share_beyond(small):.1%} beyond 250 ms with the small batch vs "
+        f"{share_beyond(large):.1%}:{both}"
     )
     assert quantile(small.load.ttfts(), 0.5) > quantile(large.load.ttfts(), 0.5), f"client median TTFT:{both}"
