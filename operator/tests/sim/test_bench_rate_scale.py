@@ -39,3 +39,23 @@ def test_a_bad_rate_scale_is_a_one_line_error(
     err = capsys.readouterr().err
     assert says in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--seeds", "1,x", "--traces", "poisson"], "--seeds must be comma-separated integers"),
+        (["--seeds", ",", "--traces", "poisson"], "--seeds names no seed"),
+        (["--traces", "poisson,nope"], "unknown traces nope"),
+    ],
+    ids=["not-a-seed", "no-seed", "unknown-trace"],
+)
+def test_bad_seeds_and_traces_are_one_line_errors(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--no-speed"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err, err
+    assert "Traceback" not in err

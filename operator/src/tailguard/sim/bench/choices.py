@@ -1,4 +1,5 @@
-"""Options the side benchmarks share: which of their named runs to make, and how many processes."""
+"""Options the benchmarks share: which of their named runs to make, the seeds, and how many
+processes; each bad one ends the program in one line."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 
 def chosen(parser: argparse.ArgumentParser, text: str, known: Sequence[str], noun: str) -> list[str]:
     """The comma-separated names of ``text``; an unknown one ends the program in one line."""
-    keys = [k for k in text.split(",") if k]
+    keys = [k.strip() for k in text.split(",") if k.strip()]
     unknown = sorted(set(keys) - set(known))
     if unknown:
         parser.error(f"unknown {noun} {', '.join(unknown)}; known: {', '.join(known)}")
@@ -19,3 +20,14 @@ def check_jobs(parser: argparse.ArgumentParser, jobs: int) -> None:
     """At least one process, or the program ends in one line."""
     if jobs < 1:
         parser.error("--jobs must be at least 1")
+
+
+def seeds(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """The comma-separated seeds of ``text``: integers, at least one."""
+    try:
+        found = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        parser.error(f"--seeds must be comma-separated integers, got {text!r}")
+    if not found:
+        parser.error("--seeds names no seed")
+    return found

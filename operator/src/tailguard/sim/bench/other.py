@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from multiprocessing import Pool
 
 from tailguard.sim import cli
-from tailguard.sim.bench.choices import check_jobs, chosen
+from tailguard.sim.bench.choices import check_jobs, chosen, seeds
 from tailguard.sim.runner import Scenario, run
 
 #: The options every setting runs with (the benchmark's lead-in, room to scale).
@@ -175,6 +175,11 @@ class OtherRow:
     flat_replicas: int | None = None
     flat_gpu_hours: float | None = None
 
+    @property
+    def met(self) -> bool:
+        """The run reached its goodput target."""
+        return self.attainment >= self.goodput
+
 
 def run_setting(setting: OtherSetting, seed: int, *, flat: bool = False, extra: str = "") -> OtherRow:
     """One run of tailguard on ``setting`` (and the flat fleet's search with ``flat``)."""
@@ -206,7 +211,7 @@ def table(rows: Sequence[OtherRow]) -> str:
     head = "| setting | seed | attainment | GPU-h | × bound |" + (" flat fleet | × flat |" if flat else "")
     lines = [head, "| --- " * (head.count("|") - 1) + "|"]
     for r in rows:
-        miss = " !" if r.attainment < r.goodput else ""
+        miss = "" if r.met else " !"
         line = f"| {r.key} | {r.seed} | {r.attainment:.4f}{miss} | {r.gpu_hours:.2f} | "
         line += f"{r.gpu_hours / r.bound_gpu_hours:.2f} |" if r.bound_gpu_hours > 0 else "- |"
         if flat:
@@ -222,7 +227,7 @@ def table(rows: Sequence[OtherRow]) -> str:
 
 def verdict(rows: Sequence[OtherRow]) -> str:
     """How many runs met their target, and which did not."""
-    missed = [f"{r.key} (seed {r.seed}, {r.attainment:.4f})" for r in rows if r.attainment < r.goodput]
+    missed = [f"{r.key} (seed {r.seed}, {r.attainment:.4f})" for r in rows if not r.met]
     line = f"{len(rows) - len(missed)} of {len(rows)} runs meet their goodput target"
     return f"{line}; under it: {', '.join(missed)}" if missed else line
 
@@ -242,15 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     keys = chosen(parser, args.settings, [s.key for s in SETTINGS], "setting")
     check_jobs(parser, args.jobs)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
-    if not seeds:
-        parser.error("--seeds names no seed")
     for key in keys:
         print(f"{key}: tailguard simulate {by_key(key).args} {COMMON}")
-    jobs = [(key, seed, args.flat) for key in keys for seed in seeds]
+    jobs = [(key, seed, args.flat) for key in keys for seed in seeds(parser, args.seeds)]
     with Pool(args.jobs) as pool:
         rows = pool.map(_job, jobs)
     print()

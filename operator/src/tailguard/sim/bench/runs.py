@@ -29,6 +29,8 @@ from tailguard.sim.bench.catalogue import (
     WARMUP_S,
     BenchTrace,
 )
+from tailguard.sim.bench.choices import chosen
+from tailguard.sim.bench.choices import seeds as parse_seeds
 from tailguard.sim.bench.goals import Goal, goals
 from tailguard.sim.bench.sweep import SweepPoint, at_target, pareto, ratios, sweep, worst
 from tailguard.sim.frontier import Point, frontier, informed_with_window
@@ -54,10 +56,6 @@ def speed(seed: int = 0) -> tuple[int, float]:
     result = run(scenario, ["tailguard"], progress=False)
     elapsed = time.perf_counter() - started - result.seconds["lower_bound"]
     return len(trace), elapsed
-
-
-def _seeds(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
 
 
 def scenario_of(bench: BenchTrace, seed: int, lead_s: float = LEAD_IN_S, rate_scale: float = 1.0) -> Scenario:
@@ -366,16 +364,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     parser.add_argument("--plots", help="also copy each trace's plots here (e.g. docs/img)")
     args = parser.parse_args(argv)
-    wanted = [k.strip() for k in args.traces.split(",") if k.strip()]
     known = {t.key: t for t in TRACES}
-    unknown = [k for k in wanted if k not in known]
-    if unknown:
-        parser.error(f"unknown traces {', '.join(unknown)}; known: {', '.join(known)}")
+    wanted = chosen(parser, args.traces, list(known), "traces")
     if not (math.isfinite(args.rate_scale) and args.rate_scale > 0):
         parser.error(f"--rate-scale must be a positive number, got {args.rate_scale}")
     if args.rate_scale != 1.0 and (args.frontier or args.sweep):
         parser.error("--rate-scale runs the traces and their goals only, not --frontier or --sweep")
-    seeds = [args.seed] if args.seed is not None else _seeds(args.seeds)
+    seeds = [args.seed] if args.seed is not None else parse_seeds(parser, args.seeds)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if "flat" not in policies:
         policies.append("flat")
