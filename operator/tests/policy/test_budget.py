@@ -418,6 +418,32 @@ def test_a_breach_asks_for_no_less_than_the_hold() -> None:
     assert "holding" in decision.reason
 
 
+@pytest.mark.parametrize("burst", [100.0, 120.0, 150.0])
+def test_the_hold_comes_down_a_replica_with_a_band_to_spare(burst: float) -> None:
+    """Bursts out of a calm of 40 req/s: through fifteen minutes of calm the fleet that met the
+    bursts comes down only as far as the held load fits with a quarter of a replica to spare.
+    Without that band a hold for 111 req/s at 37 per replica came down to three replicas at 99%
+    of the capacity of each, and a capacity read a few percent higher or lower moved it by a
+    replica either way."""
+    config = replace(CONFIG, budget_headroom=True, max_replicas=32)
+    run = Run(config=config, replicas=3)
+    for _ in range(6):
+        run.hold(lambda n: healthy(40.0, n), 240)
+        run.hold(lambda n: healthy(burst, n), 60)
+    calm = [run.step(healthy(40.0, run.replicas)) for _ in range(60)]
+    last = calm[-1]
+    holding = re.search(r"holding (\d+) for ([\d.]+) req/s", last.reason)
+    capacity = re.search(r"capacity ([\d.]+) req/s per replica", last.reason)
+    assert holding is not None, last.reason
+    assert capacity is not None, last.reason
+    held, per_replica = float(holding.group(2)), float(capacity.group(1))
+    assert last.replicas >= math.ceil(held / per_replica + 0.25), (held, per_replica, last.reason)
+    if last.replicas > math.ceil(held / per_replica - 0.02):
+        assert "a replica kept until the load fits one fewer" in last.reason, last.reason
+    sizes = [d.replicas for d in calm]
+    assert sizes == sorted(sizes, reverse=True), sizes
+
+
 @pytest.mark.parametrize(
     ("recommendations", "relaxes"),
     [
