@@ -49,6 +49,11 @@ def parser() -> argparse.ArgumentParser:
         (("--rollout-at", "30", "--rollout-at", "-5"), "--rollout-at must be >= 0, got -5"),
         (("--rollout-at", "nan"), "--rollout-at must be a finite number"),
         (("--synthetic", "spiky", "--rate", "10", "--peak-rate", "500"), "--synthetic spiky:"),
+        (("--synthetic", "spiky", "--rate", "10", "--peak-rate", "5"), "--peak-rate 5 is below --rate 10"),
+        (
+            ("--synthetic", "bursty", "--rate", "40", "--peak-rate", "20"),
+            "--synthetic bursty: --peak-rate 20",
+        ),
     ],
 )
 def test_bad_numbers_give_one_line_and_exit_2(

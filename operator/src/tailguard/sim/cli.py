@@ -277,6 +277,12 @@ def _synthetic_trace(args: argparse.Namespace) -> Trace:
     rate, peak, dur, seed = args.rate, args.peak_rate, args.duration_s, args.seed
     # The lead-in is the same process drawn earlier (scaled back by --rate-scale later).
     lead = args.warmup_s * args.rate_scale
+    if kind in ("bursty", "spiky") and peak is not None and peak < rate:
+        # A burst below the calm is a dip: a step or a ramp may fall, a burst may not.
+        raise UsageError(
+            f"--synthetic {kind}: --peak-rate {peak:g} is below --rate {rate:g}; the burst rate must be "
+            "at least --rate (for a fall use --synthetic step or ramp)"
+        )
     if kind == "poisson":
         return synthetic.poisson(rate, dur, mix=mix, seed=seed, lead_s=lead)
     if kind == "diurnal":
