@@ -50,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
         (("--rollout-at", "nan"), "--rollout-at must be a finite number"),
         (("--synthetic", "spiky", "--rate", "10", "--peak-rate", "500"), "--synthetic spiky:"),
         (("--synthetic", "spiky", "--rate", "10", "--peak-rate", "5"), "--peak-rate 5 is below --rate 10"),
+        (("--rate", "1e9"), "the simulator draws at most 50,000,000"),
+        (("--synthetic", "step", "--rate", "10", "--peak-rate", "1e8"), "at 1e+08 req/s"),
         (
             ("--synthetic", "bursty", "--rate", "40", "--peak-rate", "20"),
             "--synthetic bursty: --peak-rate 20",

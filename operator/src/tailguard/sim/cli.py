@@ -271,12 +271,26 @@ def policy_settings(args: argparse.Namespace) -> dict[str, dict[str, Setting]]:
     return out
 
 
+#: The most requests a synthetic trace may draw, lead-in included (200 times the benchmark's
+#: busiest hour): beyond it the arrays alone outgrow a machine's memory.
+MAX_SYNTHETIC_REQUESTS = 50_000_000
+
+
 def _synthetic_trace(args: argparse.Namespace) -> Trace:
     kind = args.synthetic
     mix = synthetic.MIXES[args.mix or ("code" if kind == "spiky" else "sharegpt")]
     rate, peak, dur, seed = args.rate, args.peak_rate, args.duration_s, args.seed
     # The lead-in is the same process drawn earlier (scaled back by --rate-scale later).
     lead = args.warmup_s * args.rate_scale
+    # The generators draw every arrival at once: bound what they would draw before they allocate it.
+    mean = max(rate, peak or 0.0) if kind in ("bursty", "step", "ramp") else rate
+    drawn = mean * (dur + lead)
+    if drawn > MAX_SYNTHETIC_REQUESTS:
+        raise UsageError(
+            f"--synthetic {kind}: about {drawn:.3g} requests over {dur + lead:g} s (lead-in included) at "
+            f"{mean:g} req/s; the simulator draws at most {MAX_SYNTHETIC_REQUESTS:,} (lower --rate, "
+            "--duration-s or --warmup-s)"
+        )
     if kind in ("bursty", "spiky") and peak is not None and peak < rate:
         # A burst below the calm is a dip: a step or a ramp may fall, a burst may not.
         raise UsageError(
