@@ -117,6 +117,37 @@ def test_peer_knobs_reach_the_policy(tmp_path: Path) -> None:
     assert '"target": 8.0' in (tmp_path / "summary.json").read_text()
 
 
+def test_an_out_that_cannot_be_a_directory_ends_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("")
+    args = parser().parse_args(
+        ["--synthetic", "poisson", "--duration-s", "60", "--no-progress", "--out", str(tmp_path / "file" / "run")]
+    )  # fmt: skip
+    assert cli.run(args) == cli.EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.err.strip().startswith("error: --out ")
+    assert "cannot create the directory" in captured.err
+    assert "\n" not in captured.err.strip()
+    assert "attain" not in captured.out  # nothing was run
+
+
+def test_outputs_that_cannot_be_written_end_in_one_line_after_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "summary.json").mkdir()  # a directory where the file goes
+    args = parser().parse_args(
+        ["--synthetic", "poisson", "--duration-s", "60", "--policies", "static", "--no-progress",
+         "--no-plots", "--out", str(tmp_path)]
+    )  # fmt: skip
+    assert cli.run(args) == cli.EXIT_WRITE
+    captured = capsys.readouterr()
+    assert "static" in captured.out  # the table was printed: the run is not lost
+    err = captured.err.strip().splitlines()[-1]
+    assert err.startswith(f"error: --out {tmp_path}: could not write the outputs")
+    assert "Traceback" not in captured.err
+
+
 def test_timeline_carries_tailguards_decision(tmp_path: Path) -> None:
     args = parser().parse_args(
         ["--synthetic", "step", "--rate", "10", "--peak-rate", "40", "--duration-s", "300",

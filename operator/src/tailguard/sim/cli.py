@@ -31,11 +31,13 @@ from tailguard.sim.report import (
     write_summary,
     write_timeline,
 )
-from tailguard.sim.runner import Scenario
+from tailguard.sim.runner import Scenario, ScenarioResult
 from tailguard.sim.runner import run as run_scenario
 from tailguard.sim.trace import Trace, TraceError, load_trace
 
 EXIT_USAGE = 2
+#: The run ended, but its outputs could not be written (the table was printed).
+EXIT_WRITE = 1
 SYNTHETIC = ("poisson", "diurnal", "bursty", "gamma", "step", "ramp", "spiky")
 DEFAULT_PROFILE = "h100-llama3-8b"
 
@@ -467,6 +469,9 @@ def run(args: argparse.Namespace) -> int:
         check(args)
         policies = policies_of(args)
         scenario = scenario_from(args)
+        if args.out:
+            # Before the run, not after it: an hour's simulation should not end on a bad path.
+            _make_out(Path(args.out))
     except (TraceError, ProfileError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -488,27 +493,44 @@ def run(args: argparse.Namespace) -> int:
     if result.flat is not None:
         print(_flat_line(result.flat.replicas, scenario))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        document = summary_document(
-            result.summaries,
-            lower_bound_gpu_hours=result.lower_bound_gpu_hours,
-            trace=trace_summary(trace),
-            settings=_settings(args, scenario),
-        )
-        document["seconds"] = result.seconds
-        document["lower_bound_replicas"] = result.lower_bound
-        if result.flat is not None:
-            document["flat_fleet"] = {
-                "replicas": result.flat.replicas,
-                "tried": [{"replicas": n, "attainment": a, "gpu_hours": g} for n, a, g in result.flat.tried],
-            }
-        write_summary(out / "summary.json", document)
-        write_timeline(out / "timeline.csv", result.runs, slo)
-        if not args.no_plots:
-            write_plots(out, result.runs, slo)
-        print(f"wrote {out}/summary.json, timeline.csv{'' if args.no_plots else ', replicas.png, ttft.png'}")
+        try:
+            _write_outputs(Path(args.out), args, scenario, result)
+        except OSError as exc:
+            reason = exc.strerror or exc
+            print(f"error: --out {args.out}: could not write the outputs: {reason}", file=sys.stderr)
+            return EXIT_WRITE
     return 0
+
+
+def _make_out(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the directory: {exc.strerror or exc}") from None
+
+
+def _write_outputs(out: Path, args: argparse.Namespace, scenario: Scenario, result: ScenarioResult) -> None:
+    """``summary.json``, ``timeline.csv`` and (unless ``--no-plots``) the plots under ``out``."""
+    trace, slo = scenario.trace, scenario.slo
+    out.mkdir(parents=True, exist_ok=True)
+    document = summary_document(
+        result.summaries,
+        lower_bound_gpu_hours=result.lower_bound_gpu_hours,
+        trace=trace_summary(trace),
+        settings=_settings(args, scenario),
+    )
+    document["seconds"] = result.seconds
+    document["lower_bound_replicas"] = result.lower_bound
+    if result.flat is not None:
+        document["flat_fleet"] = {
+            "replicas": result.flat.replicas,
+            "tried": [{"replicas": n, "attainment": a, "gpu_hours": g} for n, a, g in result.flat.tried],
+        }
+    write_summary(out / "summary.json", document)
+    write_timeline(out / "timeline.csv", result.runs, slo)
+    if not args.no_plots:
+        write_plots(out, result.runs, slo)
+    print(f"wrote {out}/summary.json, timeline.csv{'' if args.no_plots else ', replicas.png, ttft.png'}")
 
 
 def _flat_line(replicas: int | None, scenario: Scenario) -> str:
