@@ -47,10 +47,14 @@ def test_a_bad_rate_scale_is_a_one_line_error(
         (["--seeds", "1,x", "--traces", "poisson"], "--seeds must be comma-separated integers"),
         (["--seeds", ",", "--traces", "poisson"], "--seeds names no seed"),
         (["--traces", "poisson,nope"], "unknown traces nope"),
+        (["--traces", "poisson", "--policies", "tailguard,nope"], "unknown policies nope"),
+        (["--traces", "poisson", "--jobs", "0"], "--jobs must be at least 1"),
+        (["--traces", "poisson", "--out", "/dev/null/bench"], "--out /dev/null/bench: cannot create"),
+        (["--traces", "poisson", "--plots", "/dev/null/img"], "--plots /dev/null/img: cannot create"),
     ],
-    ids=["not-a-seed", "no-seed", "unknown-trace"],
+    ids=["not-a-seed", "no-seed", "unknown-trace", "unknown-policy", "no-jobs", "bad-out", "bad-plots"],
 )
-def test_bad_seeds_and_traces_are_one_line_errors(
+def test_bad_options_are_one_line_errors_before_any_run(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:

@@ -1,10 +1,11 @@
-"""Options the benchmarks share: which of their named runs to make, the seeds, and how many
-processes; each bad one ends the program in one line."""
+"""Options the benchmarks share: which of their named runs to make, the seeds, how many
+processes and where to write; each bad one ends the program in one line."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def chosen(parser: argparse.ArgumentParser, text: str, known: Sequence[str], noun: str) -> list[str]:
@@ -31,3 +32,13 @@ def seeds(parser: argparse.ArgumentParser, text: str) -> list[int]:
     if not found:
         parser.error("--seeds names no seed")
     return found
+
+
+def directory(parser: argparse.ArgumentParser, path: str, option: str) -> Path:
+    """``path`` made a directory now, before any run (a bad one ends the program in one line)."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"{option} {path}: cannot create the directory: {exc.strerror or exc}")
+    return target

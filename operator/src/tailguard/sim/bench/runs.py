@@ -29,7 +29,7 @@ from tailguard.sim.bench.catalogue import (
     WARMUP_S,
     BenchTrace,
 )
-from tailguard.sim.bench.choices import chosen
+from tailguard.sim.bench.choices import check_jobs, chosen, directory
 from tailguard.sim.bench.choices import seeds as parse_seeds
 from tailguard.sim.bench.goals import Goal, goals
 from tailguard.sim.bench.sweep import SweepPoint, at_target, pareto, ratios, sweep, worst
@@ -371,10 +371,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.rate_scale != 1.0 and (args.frontier or args.sweep):
         parser.error("--rate-scale runs the traces and their goals only, not --frontier or --sweep")
     seeds = [args.seed] if args.seed is not None else parse_seeds(parser, args.seeds)
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    policies = chosen(parser, args.policies, list(REGISTRY), "policies")
     if "flat" not in policies:
         policies.append("flat")
-    out = Path(args.out)
+    check_jobs(parser, args.jobs)
+    out = directory(parser, args.out, "--out")
+    if args.plots:
+        directory(parser, args.plots, "--plots")
     report: dict[str, object] = {}
     all_met = True
     for key in wanted:
