@@ -67,6 +67,16 @@ def test_crds_writes_the_file(tmp_path: Path) -> None:
     assert crd["kind"] == "CustomResourceDefinition"
 
 
+def test_crds_into_a_path_that_cannot_be_a_directory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("")
+    assert main(["crds", "--out", str(tmp_path / "file" / "crds")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --out {tmp_path / 'file' / 'crds'}: cannot write the CRD")
+    assert "\n" not in err
+
+
 def _rendered_image(out: str) -> str:
     deployment = next(d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment")
     image: str = deployment["spec"]["template"]["spec"]["containers"][0]["image"]

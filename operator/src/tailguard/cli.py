@@ -189,8 +189,12 @@ def _crds(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tailguard.dev_inferenceservices.yaml").write_text(text, encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "tailguard.dev_inferenceservices.yaml").write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"error: --out {out}: cannot write the CRD: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
     return 0
 
 
