@@ -77,6 +77,24 @@ def test_crds_into_a_path_that_cannot_be_a_directory_is_one_line(
     assert "\n" not in err
 
 
+def test_run_without_a_cluster_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No kubeconfig and no in-cluster service account: one line that says where it looked."""
+    import kubernetes.config
+
+    monkeypatch.setattr(kubernetes.config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with caplog.at_level("ERROR", logger="tailguard"):
+        assert main(["run"]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("no Kubernetes configuration to run against")
+    assert str(tmp_path / "none") in errors[0]
+
+
 def _rendered_image(out: str) -> str:
     deployment = next(d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment")
     image: str = deployment["spec"]["template"]["spec"]["containers"][0]["image"]

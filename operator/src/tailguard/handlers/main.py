@@ -176,9 +176,29 @@ def _collect_garbage_less_often() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+#: The exit code when there is no cluster to run against.
+EXIT_NO_CLUSTER = 2
+
+
+def load_cluster_config() -> str | None:
+    """Load the kubeconfig, or the in-cluster service account where there is none; ``None`` once
+    loaded, else one line that says why not."""
+    import yaml
+    from kubernetes import config
+
+    try:
+        config.load_config()  # type: ignore[no-untyped-call]
+    except (config.ConfigException, OSError, yaml.YAMLError) as exc:
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        return (
+            f"no Kubernetes configuration to run against: {exc} (looked for a kubeconfig at {where}, "
+            "then for the in-cluster service account)"
+        )
+    return None
+
+
 def run_operator(settings: OperatorSettings) -> int:
     """Run the operator until interrupted; returns the process exit code."""
-    from kubernetes import config
 
     logging.basicConfig(
         level=logging.DEBUG if settings.verbose else logging.INFO,
@@ -188,7 +208,10 @@ def run_operator(settings: OperatorSettings) -> int:
         # One line per Prometheus query and per handler run drowns what matters.
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    config.load_config()  # type: ignore[no-untyped-call]
+    failed = load_cluster_config()
+    if failed is not None:
+        log.error(failed)
+        return EXIT_NO_CLUSTER
     _widen_connection_pool()
     _collect_garbage_less_often()
     try:
