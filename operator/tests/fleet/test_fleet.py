@@ -172,3 +172,40 @@ def test_server_serves_metrics_load_and_discovery(tmp_path: Path) -> None:
         server.stop.set()
         thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--rate", "bad"], "--rate must be NAMESPACE/SERVICE=RPS"),
+        (["--rate", "ns/svc=-1"], "--rate must be NAMESPACE/SERVICE=RPS with RPS >= 0"),
+        (["--profile", "tpu"], "unknown profile 'tpu'"),
+        (["--listen", "nonsense"], "--listen must be HOST:PORT"),
+    ],
+)
+def test_bad_fleet_options_are_one_line_before_any_cluster(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tailguard.cli import main
+
+    assert main(["fleet", "--sd-file", str(tmp_path / "sd.json"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == err.splitlines()[0], err
+    assert err.startswith("error: ")
+    assert says in err
+
+
+def test_the_fleet_without_a_cluster_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import kubernetes.config
+
+    from tailguard.cli import main
+
+    monkeypatch.setattr(kubernetes.config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert main(["fleet", "--sd-file", str(tmp_path / "sd.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: no Kubernetes configuration to run against")
+    assert not (tmp_path / "sd.json").exists()

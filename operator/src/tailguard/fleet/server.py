@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -174,12 +176,47 @@ class FleetServer:
         self.httpd.shutdown()
 
 
+#: The exit code of bad options or no cluster to run against.
+EXIT_USAGE = 2
+
+
+def _options(args: argparse.Namespace) -> tuple[PodFleet, str, int]:
+    """The fleet, host and port the options describe; a ``ValueError`` says what is wrong."""
+    fleet = PodFleet(get_profile(args.profile), mix=MIXES[args.mix], seed=args.seed)
+    for spec in args.rate:
+        target, _, rate = spec.partition("=")
+        namespace, _, service = target.partition("/")
+        try:
+            rps = float(rate)
+        except ValueError:
+            rps = math.nan
+        if not namespace or not service or not (math.isfinite(rps) and rps >= 0):
+            raise ValueError(f"--rate must be NAMESPACE/SERVICE=RPS with RPS >= 0, got {spec!r}")
+        fleet.set_rate(namespace, service, rps)
+    host, _, port = args.listen.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(
+            f"--listen must be HOST:PORT with a port in 0-65535 (0: any free port), got {args.listen!r}"
+        )
+    return fleet, host or "127.0.0.1", int(port)
+
+
 def run(args: argparse.Namespace) -> int:
     """``tailguard fleet``: serve until interrupted."""
-    from kubernetes import client, config
+    from kubernetes import client
+
+    from tailguard.k8s.kubeconfig import load_cluster_config
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config.load_config()  # type: ignore[no-untyped-call]
+    try:
+        fleet, host, port = _options(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    failed = load_cluster_config()
+    if failed is not None:
+        print(f"error: {failed}", file=sys.stderr)
+        return EXIT_USAGE
     core = client.CoreV1Api()
 
     def list_pods() -> list[dict[str, Any]]:
@@ -187,15 +224,14 @@ def run(args: argparse.Namespace) -> int:
         items: list[dict[str, Any]] = client.ApiClient().sanitize_for_serialization(pods).get("items", [])  # type: ignore[no-untyped-call]
         return items
 
-    fleet = PodFleet(get_profile(args.profile), mix=MIXES[args.mix], seed=args.seed)
-    for spec in args.rate:
-        target, _, rate = spec.partition("=")
-        namespace, _, service = target.partition("/")
-        fleet.set_rate(namespace, service, float(rate))
-    host, _, port = args.listen.rpartition(":")
-    server = FleetServer(
-        fleet, host=host or "127.0.0.1", port=int(port), sd_file=Path(args.sd_file), list_pods=list_pods
-    )
+    try:
+        server = FleetServer(fleet, host=host, port=port, sd_file=Path(args.sd_file), list_pods=list_pods)
+    except OSError as exc:
+        print(
+            f"error: cannot serve on {host}:{port} or write {args.sd_file}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     print(f"fleet listening on {server.address}", flush=True)
     try:
         server.serve()

@@ -21,6 +21,7 @@ from tailguard.handlers.metrics_server import serve_metrics
 from tailguard.handlers.services import ServiceFeed, SpecQueue
 from tailguard.handlers.settings import OperatorSettings
 from tailguard.k8s.cluster import KubernetesCluster, object_reference
+from tailguard.k8s.kubeconfig import load_cluster_config
 from tailguard.k8s.labels import FIELD_MANAGER
 from tailguard.k8s.watch import ApiEndpoint, ListWatch, resource_path
 from tailguard.metrics.prometheus import HttpPrometheus
@@ -178,23 +179,6 @@ def _collect_garbage_less_often() -> None:
 
 #: The exit code when there is no cluster to run against.
 EXIT_NO_CLUSTER = 2
-
-
-def load_cluster_config() -> str | None:
-    """Load the kubeconfig, or the in-cluster service account where there is none; ``None`` once
-    loaded, else one line that says why not."""
-    import yaml
-    from kubernetes import config
-
-    try:
-        config.load_config()  # type: ignore[no-untyped-call]
-    except (config.ConfigException, OSError, yaml.YAMLError) as exc:
-        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
-        return (
-            f"no Kubernetes configuration to run against: {exc} (looked for a kubeconfig at {where}, "
-            "then for the in-cluster service account)"
-        )
-    return None
 
 
 def run_operator(settings: OperatorSettings) -> int:
