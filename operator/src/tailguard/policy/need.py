@@ -296,6 +296,8 @@ def size_need(
         room = replace(headroom(held_from, config.error_budget), while_falling=True)
     hold: int | None = None
     held_load = 0.0
+    # What each replica is held for (req/s): the capacity a burst meets.
+    held_each = 0.0
     floored = False
     banded = False
     if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
@@ -303,7 +305,8 @@ def size_need(
         if curve is not None:
             room = soften(room, held_from, config.error_budget, curve.share)
         held_load, floored = room.held(seen)
-        hold = ceil_replicas(held_load / (cap.burst or healthy))
+        held_each = cap.burst or healthy
+        hold = ceil_replicas(held_load / held_each)
     parts: list[str] = []
     per_replica = cap.per_replica
     probe = remembered_probe(state, now)
@@ -394,7 +397,7 @@ def size_need(
         # for 28 req/s at 9–10 req/s per replica), and the hour's burst met it on its low side. A
         # band in replicas, not in percent, costs a large fleet no more than a small one. A hold
         # for no more than the load (an evening's fall) follows the load down.
-        keep = min(current, ceil_replicas(held_load / (cap.burst or healthy or 1.0) + _HOLD_BAND))
+        keep = min(current, ceil_replicas(held_load / held_each + _HOLD_BAND))
         banded = keep > hold
         hold = max(hold, keep)
     # A breach asks for at least the hold too: the load it was learned for may be the very burst
