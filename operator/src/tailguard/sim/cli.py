@@ -466,9 +466,8 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
 def run(args: argparse.Namespace) -> int:
     """Run the simulation the options describe; print the table; write the outputs to ``--out``."""
     try:
-        check(args)
+        scenario = scenario_from(args)  # (checks the options first)
         policies = policies_of(args)
-        scenario = scenario_from(args)
         if args.out:
             # Before the run, not after it: an hour's simulation should not end on a bad path.
             _make_out(Path(args.out))
