@@ -25,6 +25,8 @@ def warmed(replicas: int = 2) -> PolicyState:
 WARM = warmed()
 assert WARM.last_valid_at is not None
 NOW = WARM.last_valid_at + 15.0
+#: The same, with a queue seen at the last decision: a queue's second window.
+QUEUED = replace(WARM, queue_seen_at=WARM.last_valid_at)
 
 
 @dataclass(frozen=True)
@@ -180,9 +182,10 @@ def test_starting_replicas_count_as_capacity_on_the_way() -> None:
 def _while_starting(growth_per_s: float, *, pending: bool = False) -> list[Decision]:
     """Three decisions 15 s apart on two saturated replicas at 150 req/s: the first asks for
     help, the next two see it still starting (or pending) with the queue growing by
-    ``growth_per_s``."""
+    ``growth_per_s``. The queue was there at the decision before the first too: the replicas
+    finish what they can (a queue's first window is read at the model's capacity)."""
     waiting = 400.0
-    first, state = decide(CONFIG, WARM, obs(breached, 150, 2, waiting=waiting), NOW)
+    first, state = decide(CONFIG, QUEUED, obs(breached, 150, 2, waiting=waiting), NOW)
     decisions = [first]
     now = NOW
     for _ in range(2):
@@ -267,8 +270,22 @@ def test_capacity_is_measured_from_finishes_only_when_a_queue_says_saturated(
     # capacity.
     replicas = 2
     observation = obs(breached, 60, replicas, waiting=waiting_per_replica * replicas)
-    decision, _ = decide(CONFIG, WARM, observation, NOW)
+    decision, _ = decide(CONFIG, QUEUED, observation, NOW)
     assert ("(measured, saturated)" in decision.reason) is measured, decision.reason
+
+
+def test_a_queues_first_window_is_read_at_the_models_capacity() -> None:
+    # In the interval a burst arrives in, its requests are still being served and few have
+    # finished: what the replicas finish then is no measure of what they can (a code-completion
+    # burst of 1,300 requests on 17 replicas read 1.2 a second each where they finish 12, and
+    # asked for 77 replicas; by the next scrape its queue was gone).
+    observation = obs(breached, 60, 2, waiting=80.0)
+    first, state = decide(CONFIG, WARM, observation, NOW)
+    assert "(measured, saturated)" not in first.reason, first.reason
+    assert state.capacity_scale == WARM.capacity_scale, "a burst's first window teaches no cut"
+    again = replace(observation, sample_time=NOW + 10.0)
+    second, _ = decide(CONFIG, state, again, NOW + 15.0)
+    assert "(measured, saturated)" in second.reason, second.reason
 
 
 @pytest.mark.parametrize(
@@ -282,7 +299,7 @@ def test_saturated_replicas_are_read_at_what_they_finish_now(
     # Two saturated replicas finished 60 requests a second over the rate window. When the last
     # two scrapes show them finishing more, the window's mean held calm minutes too.
     observation = obs(breached, 60, 2, waiting=80.0, request_rate_burst=burst_rate)
-    decision, _ = decide(CONFIG, WARM, observation, NOW)
+    decision, _ = decide(CONFIG, QUEUED, observation, NOW)
     assert "(measured, saturated)" in decision.reason, decision.reason
     assert decision.capacity_per_replica == pytest.approx(per_replica)
 

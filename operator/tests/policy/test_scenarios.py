@@ -67,15 +67,14 @@ def test_a_burst_gets_one_sized_scale_up_and_no_cascade_while_replicas_start() -
     fleet = warm_fleet(2, 40.0)
     before = fleet.run.replicas
     decisions = [fleet.tick(breached, 160.0) for _ in range(4)]  # one minute: nothing ready yet
-    first, second = decisions[0], decisions[1]
+    first = decisions[0]
     assert first.replicas >= before + 2, first.reason
     assert first.reason_code is Reason.SLO_BREACH
-    # The queue still growing at the next decision is sized once more, for what the replicas
-    # starting will find (the queue grows by 70 req/s on the two serving until they serve) ...
-    assert second.replicas > first.replicas, second.reason
-    assert "the queue the replicas starting will find" in second.reason
-    # ... and no more while they start: each later reading projects to the same start-up's end.
-    assert all(d.replicas == second.replicas for d in decisions[2:]), [d.reason for d in decisions]
+    assert "sized to drain" in first.reason, first.reason
+    # No more while they start: each later reading (the replicas now measured at what they
+    # finish, saturated) projects to the same start-up's end.
+    assert all(d.replicas == first.replicas for d in decisions[1:]), [d.reason for d in decisions]
+    assert "(measured, saturated)" in decisions[1].reason, decisions[1].reason
 
 
 def test_a_confirmed_fall_waits_the_shorter_window() -> None:
