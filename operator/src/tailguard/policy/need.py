@@ -204,16 +204,6 @@ def missing_beyond_p99(state: PolicyState) -> bool:
     return burn is not None and (burn > 1.0 or (was_broken and burn > 0.75))
 
 
-def _asked_before(state: PolicyState, at: float) -> int:
-    """The replicas the policy recommended at ``at`` (the last recommendation by then; the oldest
-    it keeps when all are later, and none without any)."""
-    kept = state.recommendations
-    if not kept:
-        return 0
-    earlier = [replicas for t, replicas in kept if t <= at]
-    return earlier[-1] if earlier else kept[0][1]
-
-
 def _learn_budget(
     config: PolicyConfig,
     state: PolicyState,
@@ -241,16 +231,7 @@ def _learn_budget(
         )
     good_now = good_share(obs)
     memory = record_attainment(memory, good_now, obs.request_rate or 0.0, elapsed)
-    # Misses widen the headroom only on a fleet at least as large as the policy asked for one
-    # start-up ago (what it could have had serving by now): a smaller one was sized by something
-    # else (a lead-in it only watched, a fixed fleet beside DryRun) and its misses are that fleet's.
-    # A burst that breaks the SLO while the fleet still climbs to what the policy asks now counts:
-    # a start-up ago the policy asked for the fleet that met it.
-    missing_now = (
-        good_now is not None
-        and good_now < config.goodput_target
-        and obs.desired_replicas >= min(_asked_before(state, now - startup), config.max_replicas)
-    )
+    missing_now = good_now is not None and good_now < config.goodput_target
     # The fleet is the policy's own when no larger than the most it asked for within its scale-down
     # window (what its own stabilization holds; above it a floor holds the fleet) and no smaller than
     # what it asks now (below it the fleet was sized by something else: a fixed fleet beside DryRun,
