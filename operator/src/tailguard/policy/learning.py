@@ -271,7 +271,7 @@ def replica_capacity(
     # code-completion burst of 1,300 requests on 17 replicas read 1.2 finished per second each
     # where they finish 12, was cut to 70% of the model's figure and asked for 77 replicas; by the
     # next scrape its queue was gone).
-    queued_before = state.queue_seen_at is not None and state.queue_seen_at == state.last_valid_at
+    queued_before = state.at_last_decision(state.queue_seen_at)
     saturated = (
         broken
         and load.queued

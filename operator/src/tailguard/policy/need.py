@@ -200,7 +200,7 @@ def missing_beyond_p99(state: PolicyState) -> bool:
     burn = burn_rate(memory.good_short, memory.all_short, P99_ALLOWED)
     # Once a breach is judged, it stays judged until the burn is clearly back under: a service at
     # the SLO's edge otherwise flips between a breach and chance from one window to the next.
-    was_broken = state.last_breach_at is not None and state.last_breach_at == state.last_valid_at
+    was_broken = state.at_last_decision(state.last_breach_at)
     return burn is not None and (burn > 1.0 or (was_broken and burn > 0.75))
 
 

@@ -94,6 +94,11 @@ class PolicyState:
     #: The error budget's memory: the load's recent jumps and the attainment (see ``budget``).
     budget: BudgetMemory = field(default_factory=BudgetMemory)
 
+    def at_last_decision(self, at: float | None) -> bool:
+        """Whether ``at`` (a time the state keeps, such as ``queue_seen_at``) is the last valid
+        decision's: what that decision saw is still seen now."""
+        return at is not None and at == self.last_valid_at
+
     def to_json(self) -> str:
         """Compact JSON; ``from_json`` reads it back to an equal state."""
         return json.dumps(_finite_only(asdict(self)), separators=(",", ":"), sort_keys=True)
