@@ -183,7 +183,6 @@ EXIT_NO_CLUSTER = 2
 
 def run_operator(settings: OperatorSettings) -> int:
     """Run the operator until interrupted; returns the process exit code."""
-
     logging.basicConfig(
         level=logging.DEBUG if settings.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
