@@ -674,10 +674,8 @@ def _poisson_times(rnd: random.Random, rate: float, length_s: float) -> list[flo
 def test_counting_noise_at_a_low_rate_is_no_jump(rate: float) -> None:
     """A steady load of a request or so per second counted over two minutes reads jumps of 30–40%
     within a horizon from the counts alone; held as jumps, a long-context service kept a fleet
-    for half as much again as its load all day. Read beyond two spreads of the rise (both counts
-    are noisy: a start read low jumps as far as a peak read high), the history keeps none of it
-    here, even at the p99.6 that a gain wound down to 0.4 holds (the peak's spread alone left a
-    1.10–1.14x jump there)."""
+    for half as much again as its load all day. Read beyond two spreads of their count, the
+    history keeps none of it here."""
     loads = _counted(rate, [1.0] * 420)
     raw, counted = _memory(loads), BudgetMemory()
     for i, load in enumerate(loads):
@@ -685,7 +683,6 @@ def test_counting_noise_at_a_low_rate_is_no_jump(rate: float) -> None:
     noisy, denoised = headroom(raw, budget=0.01), headroom(counted, budget=0.01)
     assert noisy.ratio > 1.25, noisy
     assert denoised.ratio < 1.1, denoised
-    assert headroom(counted, budget=0.004).ratio < 1.05, headroom(counted, budget=0.004)
 
 
 def test_a_jump_beyond_the_counting_noise_is_held_in_full() -> None:

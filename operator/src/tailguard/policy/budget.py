@@ -47,7 +47,7 @@ RATIO_STEP = 1.095
 PEAK_BUCKETS = 96
 PEAK_STEP = 1.12
 PEAK_FLOOR = 0.05
-#: Poisson spreads read as noise in the rise of a horizon's largest load over its start (``record_load``).
+#: Poisson spreads of a count read as noise in the largest load of a horizon (``record_load``).
 NOISE_SPREADS = 2.0
 #: Old jumps fade with this half-life: the history a service has seen lately counts most.
 HISTORY_HALF_LIFE_S = 6 * 3600.0
@@ -182,12 +182,11 @@ def _shorten(values: list[float]) -> tuple[float, ...]:
 
 
 def _beyond_noise(peak: float, start: float, count_window_s: float | None) -> float:
-    """The largest load of a horizon less ``NOISE_SPREADS`` spreads of its rise over the load it is
-    compared with, not below that load. The rise is the difference of two counts, each with its
-    Poisson spread: a start read low by chance makes as large a jump as a peak read high."""
+    """The largest load of a horizon less ``NOISE_SPREADS`` spreads of its count, not below the
+    load it is compared with."""
     if count_window_s is None or count_window_s <= 0 or not peak > 0 or not math.isfinite(peak):
         return peak
-    spread = math.sqrt((peak + max(0.0, start)) / count_window_s)
+    spread = math.sqrt(peak / count_window_s)
     return max(min(peak, start), peak - NOISE_SPREADS * spread)
 
 
@@ -211,10 +210,9 @@ def record_load(
 ) -> BudgetMemory:
     """Add this decision's load; every sample now one horizon old becomes a jump in the histogram.
 
-    ``count_window_s``: the window each load was counted over (the rate window). The rise of the
-    largest of a horizon's noisy readings over its start is read less ``NOISE_SPREADS`` Poisson
-    spreads of the two counts: at a few requests per second the counts alone jump by a third within
-    a horizon. ``falling``: the trend
+    ``count_window_s``: the window each load was counted over (the rate window). The largest of a
+    horizon's noisy readings is read less ``NOISE_SPREADS`` Poisson spreads of its count: at a few
+    requests per second the counts alone jump by a third within a horizon. ``falling``: the trend
     confirms a fall now; this sample's jump will count in ``fall_jumps`` too.
     """
     decay = 0.5 ** (max(0.0, elapsed_s) / HISTORY_HALF_LIFE_S)
