@@ -10,7 +10,7 @@ import pytest
 from tailguard.policy import Observation, PolicyConfig, PolicyState, decide
 from tailguard.policy.capacity import step_model
 
-from .helpers import CONFIG, Run, healthy
+from .helpers import BASE_STEP_S, CONFIG, Run, healthy
 
 # Code completion on an 8B replica: 7.4 ms a step, 0.1 ms a sequence, 30 µs a prompt token
 # (33k prompt tokens/s), 2,000-token prompts and 30 tokens out.
@@ -39,6 +39,52 @@ def test_windows_that_mix_fleet_sizes_teach_no_curve() -> None:
     run.hold(lambda n: healthy(10.0, 1), 180.0)
     assert _fit_weight(run.state) > 0.9 * weight
     assert run.state.step_floor_s == pytest.approx(floor, rel=0.05)
+
+
+def test_a_curve_untaught_while_the_fleet_keeps_changing_learns_from_the_windows_mean_fleet() -> None:
+    # A load rising a replica's worth every minute: the ready count changes within every rate
+    # window, so no window is one fleet's. Each window's sums hold the work of the replicas that
+    # served it, on average over it; per replica, the same batch and step throughout.
+    run = Run(config=replace(CONFIG, max_replicas=64), replicas=4)
+    per = healthy(10.0, 1)
+    assert per.running is not None
+    window = CONFIG.rate_window_s
+    start = run.now
+    weights = []
+    pairs = []
+
+    def fleet_at(t: float) -> int:
+        return 4 + max(0, int((t - start) // 60.0))
+
+    while run.now < start + 1200.0:
+        now = run.now - 5.0  # the sample's time
+        ready = fleet_at(now)
+        served = sum(fleet_at(now - window + 15.0 * (i + 1)) for i in range(8)) / 8.0
+        obs = healthy(10.0 * ready, ready)
+        run.replicas = ready
+        before = run.state.fit
+        run.step(
+            replace(
+                obs,
+                request_rate=10.0 * served,
+                prompt_token_rate=10.0 * served * 200,
+                generation_token_rate=(obs.generation_token_rate or 0.0) / ready * served,
+            )
+        )
+        if before != run.state.fit and run.now - start > 120.0:
+            # the pair this window added: the sums faded by the elapsed time, and one pair more
+            fade = (run.state.fit[0] - 1.0) / before[0]
+            pairs.append(run.state.fit[1] - fade * before[1])
+        weights.append((run.now - start, _fit_weight(run.state)))
+    # The first minute's windows teach (the fleet found at the start served them), then nothing
+    # for ten minutes...
+    first = next(w for t, w in weights if t >= 120.0)
+    assert max(w for t, w in weights if t <= 600.0) == pytest.approx(first)
+    # ...then a mixed window teaches (one per ten minutes while none is one fleet's), at the batch
+    # a replica ran, not that batch spread over the replicas reporting at the window's end.
+    assert len(pairs) == 1
+    assert pairs[0] == pytest.approx(per.running, rel=0.02)
+    assert run.state.step_floor_s == pytest.approx(BASE_STEP_S, rel=0.1)
 
 
 def _code_load(rate: float, replicas: int, *, prefill_time: bool) -> Observation:

@@ -288,6 +288,22 @@ def burst_count(
     return BurstCount(rate * span, span, False, upper_count)
 
 
+def window_serving(history: tuple[InFlightSample, ...], now: float, span_s: float) -> float | None:
+    """The replicas that served on average over the ``span_s`` before ``now``, from the in-flight
+    samples (each one's count taken as held since the sample before it); ``None`` when the samples
+    cover less than half of that span."""
+    start = now - span_s
+    total = covered = 0.0
+    previous = start
+    for t, _, serving in sorted(row for row in history if row[0] <= now):
+        begin = max(previous, start)
+        if t > begin:
+            total += serving * (t - begin)
+            covered += t - begin
+        previous = t
+    return total / covered if covered >= 0.5 * span_s else None
+
+
 def _prune_in_flight(
     history: tuple[InFlightSample, ...], sample_time: float, config: PolicyConfig
 ) -> tuple[InFlightSample, ...]:

@@ -62,6 +62,8 @@ class EngineModel:
     prefill_tokens: float | None
     #: Seconds per prompt token the mean prefill time shows (smoothed; ``None``: never read).
     prompt_cost_s: float | None = None
+    #: This window taught the step-time curve.
+    curve_taught: bool = False
 
 
 #: How long a service breaks its SLO in every window before such windows teach its curve.
@@ -86,6 +88,7 @@ def learn_engine(
     """Fold this window into the engine model. Windows of a breach or a rollout, and windows that
     mix fleet sizes (``one_fleet`` false), teach no curve."""
     fit, prefill_fit, floor = state.fit, state.prefill_fit, state.step_floor_s
+    taught = False
     prompt_tokens = state.prompt_tokens
     if replica.prompt_tokens is not None:
         prompt_tokens = _ewma(prompt_tokens, replica.prompt_tokens, 0.2)
@@ -111,7 +114,8 @@ def learn_engine(
         # (Not sooner: a new service's first breaches are mostly its start's queue.)
         unlearned = fit[0] < 1e-9 and state.started_at is not None and now - state.started_at >= _UNLEARNED_S
         calm = not broken or (unlearned and (obs.waiting or 0.0) <= 0.0)
-        if replica.step_measured and calm and one_fleet:
+        taught = replica.step_measured and calm and one_fleet
+        if taught:
             fit = update_fit(fit, replica.batch, replica.step_s, elapsed)
             prefill_fit = update_prefill_fit(
                 prefill_fit, replica.batch, prefill_x or 0.0, replica.step_s, elapsed
@@ -150,6 +154,7 @@ def learn_engine(
         ),
         prefill_tokens=prefill_x,
         prompt_cost_s=prompt_cost,
+        curve_taught=taught,
     )
 
 

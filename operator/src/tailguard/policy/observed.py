@@ -197,22 +197,28 @@ class ReplicaFigures:
     prefill_tokens: float | None = None
 
 
-def replica_figures(obs: Observation) -> ReplicaFigures:
-    """What one serving replica runs, finishes and holds over the window, from the fleet's sums."""
+def replica_figures(obs: Observation, window_serving: float | None = None) -> ReplicaFigures:
+    """What one serving replica runs, finishes and holds over the window, from the fleet's sums.
+
+    ``window_serving``: the replicas that served on average over the rate window, when the fleet
+    changed within it: the window's sums are divided by it rather than by the replicas reporting
+    now (the gauges, which are of now, still by those).
+    """
     serving = obs.reporting_pods if obs.reporting_pods is not None else obs.ready_replicas
     serving = max(0, min(serving, obs.ready_replicas)) if obs.ready_replicas else max(0, serving)
+    over = window_serving if serving and window_serving is not None and window_serving > 0 else serving
     rate = obs.request_rate or 0.0
     running = obs.running or 0.0
     gen = obs.generation_token_rate if finite(obs.generation_token_rate) else None
     itl = obs.itl_mean_s if finite(obs.itl_mean_s) and (obs.itl_mean_s or 0.0) > 0 else None
-    per_rate = rate / serving if serving else None
+    per_rate = rate / over if serving else None
     batch: float | None = None
     step: float | None = None
     material = False
     if serving and gen is not None and gen > 0:
         if itl is not None:
             # Little's law over the window: tokens per second × seconds per step = sequences.
-            batch, step, material = gen * itl / serving, itl, True
+            batch, step, material = gen * itl / over, itl, True
         elif running >= 1:
             batch, step = running / serving, running / gen
     out_tokens = gen / rate if gen is not None and rate > 0 and gen > 0 else None
@@ -239,7 +245,7 @@ def replica_figures(obs: Observation) -> ReplicaFigures:
     sane = batch is not None and step is not None and 0 <= batch <= 1e5 and 0 < step <= 60.0
     if not sane:
         batch, step, material = None, None, False
-    prefill_tokens = prompt / serving * step if prompt is not None and step is not None and serving else None
+    prefill_tokens = prompt / over * step if prompt is not None and step is not None and serving else None
     return ReplicaFigures(
         serving, per_rate, batch, step, material, out_tokens, kv_per_seq, prompt_tokens, prefill_tokens
     )

@@ -58,6 +58,8 @@ class PolicyState:
     #: broke the SLO on a fleet held for them (≤ 1); and when a breach last cut it.
     burst_scale: float = 1.0
     burst_cut_at: float | None = None
+    #: When a window last taught the step-time curve (``learning.learn_engine``).
+    curve_taught_at: float | None = None
     #: Ready replicas at the last decision and when that count last changed.
     ready: int | None = None
     ready_changed_at: float | None = None
