@@ -85,8 +85,9 @@ def learn_engine(
     broken: bool,
     one_fleet: bool,
 ) -> EngineModel:
-    """Fold this window into the engine model. Windows of a breach or a rollout, and windows that
-    mix fleet sizes (``one_fleet`` false), teach no curve."""
+    """Fold this window into the engine model. Windows of a breach or a rollout, and windows whose
+    figures are not one fleet's (``one_fleet`` false: the fleet changed within the window, and its
+    sums were not divided by the replicas that served on average over it), teach no curve."""
     fit, prefill_fit, floor = state.fit, state.prefill_fit, state.step_floor_s
     taught = False
     prompt_tokens = state.prompt_tokens
