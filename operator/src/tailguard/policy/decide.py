@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tailguard.policy.arrivals import outlook, read_arrivals, window_serving
-from tailguard.policy.learning import learn_engine, replica_capacity
+from tailguard.policy.arrivals import outlook, read_arrivals
+from tailguard.policy.learning import learn_engine, replica_capacity, teaching_figures
 from tailguard.policy.limits import apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import choose_max_batch
 from tailguard.policy.need import missing_beyond_p99, overspending, size_need, startup_horizon
@@ -35,8 +35,6 @@ from tailguard.policy.types import Decision, Observation, PolicyConfig
 
 #: After the ready count changes, rate windows mix two fleet sizes for this long.
 _SETTLE_S = 120.0
-#: A step-time curve no window taught for this long learns from windows that mix fleet sizes too.
-_STALE_CURVE_S = 600.0
 
 
 def decide(
@@ -76,16 +74,8 @@ def decide(
     # The curve learns from windows one fleet served: the same replicas all window, or, just after
     # a start, the fleet found then (assumed to have served the window before it).
     one_fleet = same_fleet or ready_changed_at == state.started_at
-    taught = replica
-    last_taught = state.curve_taught_at if state.curve_taught_at is not None else state.started_at
-    if not one_fleet and last_taught is not None and now - last_taught >= _STALE_CURVE_S:
-        # A fleet that changes within every rate window (a day's ramp compressed into half an
-        # hour: 55 minutes of it) would keep the curve of its first minutes, however wrong. Once
-        # nothing taught it for a while, a mixed window does, its sums divided by the replicas
-        # that served on average over it.
-        served = window_serving(load.in_flight, now, config.rate_window_s)
-        if served is not None:
-            taught, one_fleet = replica_figures(obs, served), True
+    # (or, once the curve went untaught for a while, a mixed window over its mean fleet)
+    taught, one_fleet = teaching_figures(config, state, obs, replica, load, now=now, one_fleet=one_fleet)
     engine = learn_engine(
         config, state, obs, taught, elapsed=elapsed, now=now, broken=broken, one_fleet=one_fleet
     )

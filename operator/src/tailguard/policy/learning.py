@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tailguard.policy.arrivals import Arrivals, queue_waited, steady
+from tailguard.policy.arrivals import Arrivals, queue_waited, steady, window_serving
 from tailguard.policy.budget import burn_rate
 from tailguard.policy.capacity import (
     Capacity,
@@ -26,7 +26,14 @@ from tailguard.policy.capacity import (
     update_fit,
     update_prefill_fit,
 )
-from tailguard.policy.observed import ReplicaFigures, finite, good_share, poisson_tail, window_misses
+from tailguard.policy.observed import (
+    ReplicaFigures,
+    finite,
+    good_share,
+    poisson_tail,
+    replica_figures,
+    window_misses,
+)
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
 
@@ -68,6 +75,34 @@ class EngineModel:
 
 #: How long a service breaks its SLO in every window before such windows teach its curve.
 _UNLEARNED_S = 600.0
+#: A step-time curve no window taught for this long learns from windows that mix fleet sizes too.
+_STALE_CURVE_S = 600.0
+
+
+def teaching_figures(
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    replica: ReplicaFigures,
+    load: Arrivals,
+    *,
+    now: float,
+    one_fleet: bool,
+) -> tuple[ReplicaFigures, bool]:
+    """The figures the curve may learn from this window, and whether they are one fleet's.
+
+    A fleet that changes within every rate window (a day's ramp compressed into half an hour:
+    55 minutes of it) would keep the curve of its first minutes, however wrong. Once nothing
+    taught it for ``_STALE_CURVE_S``, a mixed window does, its sums divided by the replicas that
+    served on average over it (``one_fleet``: the same replicas served the whole window).
+    """
+    last = state.curve_taught_at if state.curve_taught_at is not None else state.started_at
+    if one_fleet or last is None or now - last < _STALE_CURVE_S:
+        return replica, one_fleet
+    served = window_serving(load.in_flight, now, config.rate_window_s)
+    if served is None:
+        return replica, False
+    return replica_figures(obs, served), True
 
 
 def _ewma(old: float | None, new: float, gain: float) -> float:
