@@ -141,6 +141,7 @@ def decide(
         capacity_scale=cap.scale,
         burst_scale=cap.burst_scale,
         burst_cut_at=cap.cut_at,
+        capacity_ceiling=cap.ceiling,
         curve_taught_at=now if engine.curve_taught else state.curve_taught_at,
         ready=obs.ready_replicas,
         ready_changed_at=ready_changed_at,

@@ -272,6 +272,9 @@ class ReplicaCapacity:
     burst_scale: float = 1.0
     #: When a burst's breach last cut ``burst_scale``.
     cut_at: float | None = None
+    #: The most one replica sustains (req/s), learned while the error budget burned on a fleet
+    #: that did not settle; it bounds ``healthy`` (``None``: no bound).
+    ceiling: float | None = None
 
     @property
     def burst(self) -> float | None:
@@ -322,6 +325,10 @@ def replica_capacity(
         and bool(replica.per_replica_rate)
     )
     burst_scale, cut_at = state.burst_scale, state.burst_cut_at
+    ceiling = state.capacity_ceiling
+    if ceiling is not None and not broken and not _budget_burning(config, state):
+        # It fades by 10% per five minutes while the budget no longer burns.
+        ceiling *= 1.0 + 0.1 * elapsed / 300.0
     if cap is not None and replica.per_replica_rate is not None and not idle:
         per = replica.per_replica_rate
         modelled = cap
@@ -367,6 +374,24 @@ def replica_capacity(
             # went 2 → 1 → 2 replicas every few minutes and missed its target). Within the budget
             # such a window is chance the target allows.
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
+        elif (
+            broken
+            and not settled
+            and cap.prefill_share < 0.5
+            and (mean_per := _unsettled_evidence(config, state, obs, load, now)) is not None
+            and 0.5 * _bounded(cap.rate * scale, ceiling) <= mean_per <= cap.rate * scale * _planned(config)
+        ):
+            # A fleet that changes within every window (a fast ramp) never settles, and the
+            # corrections above never act. The error budget is the evidence then (burning at 2x
+            # over five minutes, beyond 1x over the hour), at a load per replica over the mean
+            # fleet within what the model promises yet at least half of what it is sized with
+            # (less is a burst the window's mean hides). Where prompts take most of the engine's
+            # time the two corrections above own the breach (a ceiling on prompt-heavy bursts held
+            # 0.74 of what a replica sustains). Kept in req/s, not as a share of the model: the
+            # curve goes on learning, and a share taken against the prior's curve cut again what
+            # the curve learned by itself. At most 10% per decision.
+            bounded = _bounded(cap.rate * scale, ceiling)
+            ceiling = max(0.9 * bounded, min(bounded, 0.95 * mean_per))
         elif not broken and ttft_ok and waiting <= 0 and settled:
             # Met with margin at this load: the replica sustains at least that, and an old cut
             # fades (10% per five healthy minutes) so one bad episode is not remembered forever.
@@ -377,6 +402,11 @@ def replica_capacity(
             config, state, obs, load, cap.rate * scale, floor, now=now, elapsed=elapsed, broken=broken
         )
     healthy = cap.rate * scale if cap is not None else None
+    if healthy is not None and ceiling is not None:
+        if ceiling >= healthy:
+            ceiling = None  # faded back to the model's figure: no bound left
+        else:
+            healthy = ceiling
     return ReplicaCapacity(
         model=model,
         modelled=cap,
@@ -386,7 +416,46 @@ def replica_capacity(
         saturated=saturated,
         burst_scale=burst_scale,
         cut_at=cut_at,
+        ceiling=ceiling,
     )
+
+
+def _budget_burning(config: PolicyConfig, state: PolicyState) -> bool:
+    """The error budget burned at twice its rate or more over the short window and beyond it
+    over the long one, as of the last decision."""
+    memory = state.budget
+    short = burn_rate(memory.good_short, memory.all_short, config.error_budget)
+    long = burn_rate(memory.good_long, memory.all_long, config.error_budget)
+    return short is not None and long is not None and short >= 2.0 and long > 1.0
+
+
+def _unsettled_evidence(
+    config: PolicyConfig, state: PolicyState, obs: Observation, load: Arrivals, now: float
+) -> float | None:
+    """The load per replica over the replicas that served on average in the rate window, where a
+    breach on a fleet that has not settled may teach the capacity: the budget burning, no request
+    without a slot, no rollout, and the fleet at least what the policy last asked for (not a
+    fleet something else sized). ``None`` where it may not."""
+    # Not within a rate window of a queue the gauge saw: the p99s still carry that queue's tail
+    # (a step's doubling, answered by replicas that then read as too many at the load).
+    queue_seen = load.queue_at is not None and now - load.queue_at <= config.rate_window_s
+    if queue_seen or obs.rollout_in_progress or not state.recommendations:
+        return None
+    if obs.desired_replicas < min(state.recommendations[-1][1], config.max_replicas):
+        return None
+    if not _budget_burning(config, state):
+        return None
+    served = window_serving(load.in_flight, now, config.rate_window_s)
+    return None if served is None else replica_figures(obs, served).per_replica_rate
+
+
+def _bounded(capacity: float, ceiling: float | None) -> float:
+    return capacity if ceiling is None else min(capacity, ceiling)
+
+
+def _planned(config: PolicyConfig) -> float:
+    """The share of the capacity the load is planned at (``need.planned_utilization``)."""
+    return config.target_utilization / (1.0 + max(0.0, config.headroom))
 
 
 def _burst_correction(

@@ -459,7 +459,13 @@ def size_need(
 
 def _learned(cap: ReplicaCapacity) -> str:
     """What the SLO taught the model's capacity, as a clause of the capacity sentence ('' when
-    nothing): a breach cut it, or windows met with margin at a higher load raised it."""
+    nothing): a breach cut it, or windows met with margin at a higher load raised it; and the
+    ceiling a burning budget on a fleet that did not settle set, where it binds."""
+    if cap.ceiling is not None:
+        return (
+            f"; at most {cap.ceiling:.2f} req/s per replica, learned while the error budget burned"
+            " on a fleet that did not settle"
+        )
     if cap.scale < 0.995:
         return f"; {cap.scale:.0%} of the model's figure, learned from breaches"
     if cap.scale > 1.005:

@@ -60,6 +60,9 @@ class PolicyState:
     burst_cut_at: float | None = None
     #: When a window last taught the step-time curve (``learning.learn_engine``).
     curve_taught_at: float | None = None
+    #: The most one replica sustains (req/s), learned while the error budget burned on a fleet
+    #: that did not settle (``learning.replica_capacity``); ``None``: no such bound.
+    capacity_ceiling: float | None = None
     #: Ready replicas at the last decision and when that count last changed.
     ready: int | None = None
     ready_changed_at: float | None = None
