@@ -29,12 +29,13 @@ from tailguard.policy.budget import (
     given_trend,
     headroom,
     peak_follows,
+    planned_utilization,
     record_attainment,
     record_load,
     soften,
     utilization_relief,
 )
-from tailguard.policy.need import gain_ceiling, planned_utilization
+from tailguard.policy.need import gain_ceiling
 
 HORIZON = 90.0
 STEP = 15.0

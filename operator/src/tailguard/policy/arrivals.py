@@ -69,6 +69,8 @@ class Arrivals:
     #: within one engine step of the bar of ``queue_waited``: what a request that arrives while a
     #: step runs waits for its end, slots free or not; a queue perhaps, or none at all.
     step_wait: bool = False
+    #: The waiting gauge read a queue at a scrape within the last rate window.
+    queue_in_window: bool = False
 
 
 def read_arrivals(
@@ -156,6 +158,7 @@ def read_arrivals(
         in_flight=history,
         queue_growth=queue_growth,
         step_wait=step_wait,
+        queue_in_window=not gauge_clear,
     )
 
 

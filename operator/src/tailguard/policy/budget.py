@@ -37,6 +37,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tailguard.policy.types import PolicyConfig
 
 #: Buckets of the jump histogram: bucket i holds ratios in [R^i, R^(i+1)); the first also holds
 #: falls (ratio < 1), the last everything above R^(BUCKETS − 1) (about 78× with these figures:
@@ -356,6 +360,13 @@ def adjust_gain(
         # headroom wound up for another hour whatever the fleet does now.
         gain *= math.exp(step * min(2.0, math.log(0.5 / max(min(short, long), 1e-3))))
     return replace(memory, gain=min(max(GAIN_MAX, ceiling), max(GAIN_MIN, gain)))
+
+
+def planned_utilization(config: PolicyConfig, relief: float = 1.0) -> float:
+    """The share of the learned capacity to plan for, after the user's headroom. ``relief``: what
+    the error budget lets the target utilization rise by (:func:`utilization_relief`), never
+    beyond all of the capacity."""
+    return min(1.0, config.target_utilization * max(1.0, relief)) / (1.0 + max(0.0, config.headroom))
 
 
 def utilization_relief(memory: BudgetMemory) -> float:

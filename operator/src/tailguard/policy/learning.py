@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tailguard.policy.arrivals import Arrivals, queue_waited, steady, window_serving
-from tailguard.policy.budget import burn_rate
+from tailguard.policy.budget import burn_rate, planned_utilization
 from tailguard.policy.capacity import (
     Capacity,
     Fit,
@@ -379,7 +379,9 @@ def replica_capacity(
             and not settled
             and cap.prefill_share < 0.5
             and (mean_per := _unsettled_evidence(config, state, obs, load, now)) is not None
-            and 0.5 * _bounded(cap.rate * scale, ceiling) <= mean_per <= cap.rate * scale * _planned(config)
+            and 0.5 * _bounded(cap.rate * scale, ceiling)
+            <= mean_per
+            <= cap.rate * scale * planned_utilization(config)
         ):
             # A fleet that changes within every window (a fast ramp) never settles, and the
             # corrections above never act. The error budget is the evidence then (burning at 2x
@@ -438,8 +440,7 @@ def _unsettled_evidence(
     fleet something else sized). ``None`` where it may not."""
     # Not within a rate window of a queue the gauge saw: the p99s still carry that queue's tail
     # (a step's doubling, answered by replicas that then read as too many at the load).
-    queue_seen = load.queue_at is not None and now - load.queue_at <= config.rate_window_s
-    if queue_seen or obs.rollout_in_progress or not state.recommendations:
+    if load.queue_in_window or obs.rollout_in_progress or not state.recommendations:
         return None
     if obs.desired_replicas < min(state.recommendations[-1][1], config.max_replicas):
         return None
@@ -451,11 +452,6 @@ def _unsettled_evidence(
 
 def _bounded(capacity: float, ceiling: float | None) -> float:
     return capacity if ceiling is None else min(capacity, ceiling)
-
-
-def _planned(config: PolicyConfig) -> float:
-    """The share of the capacity the load is planned at (``need.planned_utilization``)."""
-    return config.target_utilization / (1.0 + max(0.0, config.headroom))
 
 
 def _burst_correction(

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tailguard.policy.budget import planned_utilization
 from tailguard.policy.capacity import Capacity, StepModel, capacity
 from tailguard.policy.learning import EngineModel, ReplicaCapacity, capacity_of
-from tailguard.policy.need import ceil_replicas, planned_utilization
+from tailguard.policy.need import ceil_replicas
 from tailguard.policy.observed import ReplicaFigures, finite, fmt_ms
 from tailguard.policy.rollout import with_spare
 from tailguard.policy.types import Limit, Observation, PolicyConfig, Reason

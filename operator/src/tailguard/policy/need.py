@@ -23,6 +23,7 @@ from tailguard.policy.budget import (
     given_trend,
     headroom,
     lenient,
+    planned_utilization,
     record_attainment,
     record_load,
     soften,
@@ -53,13 +54,6 @@ _HOLD_BAND = 0.25
 
 #: Capacity bounds that are a full batch's throughput, not an SLO's edge (``Capacity.bound``).
 _SLOT_BOUNDS = ("max batch", "KV cache")
-
-
-def planned_utilization(config: PolicyConfig, relief: float = 1.0) -> float:
-    """The share of the learned capacity to plan for, after the user's headroom. ``relief``: what
-    the error budget lets the target utilization rise by (:func:`utilization_relief`), never
-    beyond all of the capacity."""
-    return min(1.0, config.target_utilization * max(1.0, relief)) / (1.0 + max(0.0, config.headroom))
 
 
 def gain_ceiling(config: PolicyConfig) -> float:

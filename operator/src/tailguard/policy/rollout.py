@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tailguard.policy.need import ceil_replicas, planned_utilization
+from tailguard.policy.budget import planned_utilization
+from tailguard.policy.need import ceil_replicas
 from tailguard.policy.types import Observation, PolicyConfig
 
 
