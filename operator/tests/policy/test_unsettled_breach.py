@@ -25,12 +25,18 @@ def _warm() -> tuple[Run, float]:
     return run, capacity
 
 
-def _changing(run: Run, per_replica: float, windows: int, **overrides: float) -> None:
+def _changing(
+    run: Run, per_replica: float, windows: int, *, last_interval: float | None = None, **overrides: float
+) -> None:
     """Windows whose ready count changes at every decision (one replica joins, then leaves), at
-    ``per_replica`` req/s per serving replica, missing the SLO."""
+    ``per_replica`` req/s per serving replica, missing the SLO; ``last_interval``: the burst
+    window's rate as a share of the window's."""
     for i in range(windows):
         ready = run.replicas + (i % 2)
-        obs: Observation = healthy(per_replica * ready, ready, **{**_MISSING, **overrides})
+        rate = per_replica * ready
+        if last_interval is not None:
+            overrides = {**overrides, "request_rate_burst": last_interval * rate}
+        obs: Observation = healthy(rate, ready, **{**_MISSING, **overrides})
         run.step(obs)
 
 
@@ -81,3 +87,17 @@ def test_a_breach_within_a_rate_window_of_a_queue_sets_no_ceiling() -> None:
     run, capacity = _warm()
     _changing(run, 0.6 * capacity, windows=16, waiting=3.0 * run.replicas)
     assert run.state.capacity_ceiling is None, run.history[-1].reason
+
+
+def test_a_burst_gone_from_the_last_interval_sets_no_ceiling() -> None:
+    """The window's mean still carries a burst the last scrape interval no longer holds: that mean
+    is not the load that broke the SLO."""
+    run, capacity = _warm()
+    _changing(run, 0.6 * capacity, windows=16, last_interval=0.3)
+    assert run.state.capacity_ceiling is None, run.history[-1].reason
+
+
+def test_a_ramp_whose_last_interval_holds_the_windows_load_still_sets_a_ceiling() -> None:
+    run, capacity = _warm()
+    _changing(run, 0.6 * capacity, windows=16, last_interval=1.0)
+    assert run.state.capacity_ceiling is not None, run.history[-1].reason

@@ -71,6 +71,9 @@ class Arrivals:
     step_wait: bool = False
     #: The waiting gauge read a queue at a scrape within the last rate window.
     queue_in_window: bool = False
+    #: The most arrivals per second the burst window's last scrape interval may have held, its
+    #: count plus the Poisson spreads of ``burst`` (``None`` without that count).
+    interval_ceiling: float | None = None
 
 
 def read_arrivals(
@@ -159,6 +162,7 @@ def read_arrivals(
         queue_growth=queue_growth,
         step_wait=step_wait,
         queue_in_window=not gauge_clear,
+        interval_ceiling=ceiling,
     )
 
 

@@ -436,8 +436,8 @@ def _unsettled_evidence(
 ) -> float | None:
     """The load per replica over the replicas that served on average in the rate window, where a
     breach on a fleet that has not settled may teach the capacity: the budget burning, no request
-    without a slot, no rollout, and the fleet at least what the policy last asked for (not a
-    fleet something else sized). ``None`` where it may not."""
+    without a slot, no rollout, the fleet at least what the policy last asked for (not a fleet
+    something else sized), and no burst's aftermath. ``None`` where it may not."""
     # Not within a rate window of a queue the gauge saw: the p99s still carry that queue's tail
     # (a step's doubling, answered by replicas that then read as too many at the load).
     if load.queue_in_window or obs.rollout_in_progress or not state.recommendations:
@@ -445,6 +445,13 @@ def _unsettled_evidence(
     if obs.desired_replicas < min(state.recommendations[-1][1], config.max_replicas):
         return None
     if not _budget_burning(config, state):
+        return None
+    # Not while the last scrape interval's arrivals are for certain below the window's mean: the
+    # window then still carries a burst that is gone, and its mean is not the load that broke
+    # the SLO (after a code-completion burst, four windows read 34-58 req/s while 4-26 arrived;
+    # each cut the ceiling, to two thirds of the capacity, held to the end of the run). A ramp's
+    # last interval reads at or above its window's mean.
+    if load.interval_ceiling is not None and load.interval_ceiling < (obs.request_rate or 0.0):
         return None
     served = window_serving(load.in_flight, now, config.rate_window_s)
     return None if served is None else replica_figures(obs, served).per_replica_rate
