@@ -451,7 +451,7 @@ def _unsettled_evidence(
     # the SLO (after a code-completion burst, four windows read 34-58 req/s while 4-26 arrived;
     # each cut the ceiling, to two thirds of the capacity, held to the end of the run). A ramp's
     # last interval reads at or above its window's mean.
-    if load.interval_ceiling is not None and load.interval_ceiling < (obs.request_rate or 0.0):
+    if load.interval_ceiling is not None and load.interval_ceiling < load.finished:
         return None
     served = window_serving(load.in_flight, now, config.rate_window_s)
     return None if served is None else replica_figures(obs, served).per_replica_rate
