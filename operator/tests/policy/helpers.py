@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tailguard.policy import Decision, Observation, PolicyConfig, PolicyState, decide
+from tailguard.policy.window import Window
 
 #: The rules other than the error budget's headroom, which ``test_budget`` covers (a fleet warmed
 #: up on a varied load learns jumps from it and would hold for them).
@@ -107,3 +108,18 @@ class Run:
             decision = self.step(make(self.replicas))
         assert decision is not None
         return decision
+
+
+def calm_window(now: float, *, elapsed: float = 15.0) -> Window:
+    """The window of a decision at ``now`` with every SLO met and the fleet unsettled: what a step
+    called alone, outside ``decide``, is given."""
+    return Window(
+        now=now,
+        elapsed=elapsed,
+        breaches=(),
+        idle=False,
+        ready_changed_at=None,
+        same_fleet=False,
+        settled=False,
+        overspending=False,
+    )

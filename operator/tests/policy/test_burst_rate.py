@@ -19,7 +19,7 @@ from tailguard.policy.observed import replica_figures
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import PolicyConfig
 
-from .helpers import CONFIG, Run, healthy
+from .helpers import CONFIG, Run, calm_window, healthy
 
 NOW = 1000.0
 
@@ -115,7 +115,7 @@ def _read_after_a_scale_down(running: float, counted: float) -> tuple[float, boo
         reporting_pods=4,
         ready_replicas=3,
     )
-    load = read_arrivals(config, state, obs, replica_figures(obs), now=NOW, elapsed=15.0, broken=False)
+    load = read_arrivals(config, state, obs, replica_figures(obs), calm_window(NOW))
     return load.now, load.surging
 
 

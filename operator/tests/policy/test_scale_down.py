@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from policy.helpers import CONFIG, Run, breached, healthy
+from policy.helpers import CONFIG, Run, breached, calm_window, healthy
 from tailguard.policy import Limit, PolicyConfig, PolicyState, Reason
 from tailguard.policy.arrivals import Arrivals, Outlook
 from tailguard.policy.budget import BudgetMemory, Headroom
@@ -115,7 +115,7 @@ def test_the_window_a_scale_down_waits(
     )
     obs = healthy(60.0, 10, now=now)
     need = Need(7, Reason.LOAD_FALLING, (), 7, BudgetMemory(), gradual_fall=falling)
-    limited = apply_limits(CONFIG, state, obs, need, now=now, broken=False)
+    limited = apply_limits(CONFIG, state, obs, need, calm_window(now))
     assert limited.replicas == expected, limited.limits
     assert (Limit.STABILIZATION.value in limited.limits or Limit.CAUTIOUS_START.value in limited.limits) == (
         expected == 10

@@ -15,6 +15,7 @@ from tailguard.policy.budget import P99_ALLOWED
 from tailguard.policy.observed import ReplicaFigures
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
+from tailguard.policy.window import Window
 
 #: Smoothing of the arrival rate (Holt's linear method, per decision).
 _LEVEL_GAIN = 0.5
@@ -81,12 +82,10 @@ def read_arrivals(
     state: PolicyState,
     obs: Observation,
     replica: ReplicaFigures,
-    *,
-    now: float,
-    elapsed: float,
-    broken: bool,
+    window: Window,
 ) -> Arrivals:
-    """The load of this observation (``elapsed``: seconds since the last valid decision)."""
+    """The load of this observation."""
+    now, elapsed, broken = window.now, window.elapsed, window.broken
     assert obs.sample_time is not None
     rate = obs.request_rate or 0.0
     waiting = obs.waiting or 0.0
@@ -213,10 +212,11 @@ class Outlook:
     drift: float
 
 
-def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, *, now: float, broken: bool) -> Outlook:
+def outlook(config: PolicyConfig, state: PolicyState, load: Arrivals, window: Window) -> Outlook:
     """Where the load is heading. The trend of finished requests means little while the queue grows,
     nor right after a start (the first windows fill up and look like growth), nor within one rate
     window of a jump (the window's mean climbs to the new load, which the surge sized for)."""
+    now, broken = window.now, window.broken
     horizon = config.startup_s
     warmed_up = state.started_at is not None and now - state.started_at >= _WARM_UP_S
     catching_up = load.jump_at is not None and now - load.jump_at <= config.rate_window_s

@@ -4,7 +4,8 @@ Each interval, in order, each step in its own module:
 
 1. ``observed``: check the data. Missing, stale or NaN data holds the current size (clamped to
    the bounds) and leaves the state untouched: a result with ``valid=False``, never a change.
-   Otherwise read the SLOs it shows broken and the per-replica figures.
+   Otherwise ``window`` reads the facts every later step shares (the SLOs it shows broken, whether
+   the fleet has settled, whether the budget is overspent) and ``observed`` the per-replica figures.
 2. ``arrivals``: the load now (finished requests corrected by the change in flight, a surge of
    the running gauge, a growing queue), its smoothed level and trend, the outlook over a start-up.
 3. ``learning``: fold the window into the engine model; the capacity per replica it promises,
@@ -27,14 +28,12 @@ from tailguard.policy.arrivals import outlook, read_arrivals
 from tailguard.policy.learning import learn_engine, replica_capacity, teaching_figures
 from tailguard.policy.limits import apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import choose_max_batch
-from tailguard.policy.need import missing_beyond_p99, overspending, size_need, startup_horizon
-from tailguard.policy.observed import breach, check, is_idle, replica_figures
+from tailguard.policy.need import size_need, startup_horizon
+from tailguard.policy.observed import check, replica_figures
 from tailguard.policy.rollout import keep_spare, rollout_base, rollout_pending_since, starved
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Decision, Observation, PolicyConfig
-
-#: After the ready count changes, rate windows mix two fleet sizes for this long.
-_SETTLE_S = 120.0
+from tailguard.policy.window import read_window
 
 
 def decide(
@@ -53,52 +52,30 @@ def decide(
         # A fresh start (or a lost annotation): remember the current size as a recommendation,
         # so nothing scales down before a full window of our own observations.
         state = replace(PolicyState(), started_at=now, recommendations=((now, current),))
-    elapsed = config.interval_s if state.last_valid_at is None else now - state.last_valid_at
-    elapsed = min(max(elapsed, 0.0), 20.0 * config.interval_s)
-
+    window = read_window(config, state, obs, now)
+    broken = window.broken
     replica = replica_figures(obs)
-    # A sentence per SLO broken; a quiet window's slow requests are excused as chance only while
-    # the last minutes missed no more than a p99 allows.
-    breaches = breach(config, obs, excuse_chance=not missing_beyond_p99(state))
-    broken = bool(breaches)
-    idle = is_idle(obs)
-    ready_changed_at = state.ready_changed_at
-    if state.ready is None or state.ready != obs.ready_replicas:
-        ready_changed_at = now
-    # The same replicas served the whole rate window; settled: and nothing starts or rolls.
-    same_fleet = ready_changed_at is not None and now - ready_changed_at >= _SETTLE_S
-    settled = same_fleet and obs.starting_replicas == 0 and not obs.rollout_in_progress
 
-    load = read_arrivals(config, state, obs, replica, now=now, elapsed=elapsed, broken=broken)
-    ahead = outlook(config, state, load, now=now, broken=broken)
+    load = read_arrivals(config, state, obs, replica, window)
+    ahead = outlook(config, state, load, window)
     # The curve learns from windows one fleet served: the same replicas all window, or, just after
     # a start, the fleet found then (assumed to have served the window before it).
-    one_fleet = same_fleet or ready_changed_at == state.started_at
+    one_fleet = window.same_fleet or window.ready_changed_at == state.started_at
     # (or, once the curve went untaught for a while, a mixed window over its mean fleet)
-    taught, one_fleet = teaching_figures(config, state, obs, replica, load, now=now, one_fleet=one_fleet)
-    engine = learn_engine(
-        config, state, obs, taught, elapsed=elapsed, now=now, broken=broken, one_fleet=one_fleet
-    )
+    taught, one_fleet = teaching_figures(config, state, obs, replica, load, window, one_fleet=one_fleet)
+    engine = learn_engine(config, state, obs, taught, window, one_fleet=one_fleet)
     # While a max-batch change rolls out, the pods not restarted yet still run the old one: read
     # the capacity at the smaller of the two (at the new one a raise credited the old pods with
     # its throughput, and a load rising through the rollout broke the SLO unanswered).
     before = state.max_batch_before if obs.rollout_in_progress else None
     serving = replace(obs, max_batch=min(obs.max_batch, before)) if before is not None else obs
-    cap = replica_capacity(
-        config, state, serving, replica, engine, load,
-        elapsed=elapsed, now=now, broken=broken, idle=idle, settled=settled, same_fleet=same_fleet,
-        overspending=overspending(config, state),
-    )  # fmt: skip
-    need = size_need(
-        config, state, obs, replica, load, ahead, cap,
-        now=now, elapsed=elapsed, breaches=breaches, idle=idle, settled=settled,
-    )  # fmt: skip
-    limited = apply_limits(config, state, obs, need, now=now, broken=broken)
+    cap = replica_capacity(config, state, serving, replica, engine, load, window)
+    need = size_need(config, state, obs, replica, load, ahead, cap, window)
+    limited = apply_limits(config, state, obs, need, window)
     batch = choose_max_batch(
-        config, obs, replica, engine, cap,
+        config, obs, replica, engine, cap, window,
         replicas=limited.replicas, code=limited.code, demand=ahead.demand,
-        last_change=state.last_max_batch_change_at, now=now, broken=broken, idle=idle,
-        settled=settled, queue_gone=load.queue_gone,
+        last_change=state.last_max_batch_change_at, queue_gone=load.queue_gone,
     )  # fmt: skip
     changed = batch.max_batch != obs.max_batch
     base = rollout_base(obs, state.rollout_base, changed_to=limited.replicas if changed else None)
@@ -106,7 +83,7 @@ def decide(
     pending_since = rollout_pending_since(obs, state.rollout_pending_since, now, patience_s)
     spare = keep_spare(
         config, obs, base,
-        replicas=batch.replicas, demand=ahead.demand, per_replica=cap.per_replica, idle=idle,
+        replicas=batch.replicas, demand=ahead.demand, per_replica=cap.per_replica, idle=window.idle,
         own_change=before is not None, starved=starved(pending_since, now, patience_s), broken=broken,
     )  # fmt: skip
     final = spare.replicas
@@ -144,7 +121,7 @@ def decide(
         capacity_ceiling=cap.ceiling,
         curve_taught_at=now if engine.curve_taught else state.curve_taught_at,
         ready=obs.ready_replicas,
-        ready_changed_at=ready_changed_at,
+        ready_changed_at=window.ready_changed_at,
         last_scale_at=now if direction else state.last_scale_at,
         last_direction=direction if direction else state.last_direction,
         last_max_batch_change_at=batch.changed_at,

@@ -36,6 +36,7 @@ from tailguard.policy.observed import (
 )
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig
+from tailguard.policy.window import Window
 
 #: A window's prefill time is one step of the curve while the prompts arriving during it bring
 #: at most this share of a prompt's tokens.
@@ -85,8 +86,8 @@ def teaching_figures(
     obs: Observation,
     replica: ReplicaFigures,
     load: Arrivals,
+    window: Window,
     *,
-    now: float,
     one_fleet: bool,
 ) -> tuple[ReplicaFigures, bool]:
     """The figures the curve may learn from this window, and whether they are one fleet's.
@@ -96,6 +97,7 @@ def teaching_figures(
     taught it for ``_STALE_CURVE_S``, a mixed window does, its sums divided by the replicas that
     served on average over it (``one_fleet``: the same replicas served the whole window).
     """
+    now = window.now
     last = state.curve_taught_at if state.curve_taught_at is not None else state.started_at
     if one_fleet or last is None or now - last < _STALE_CURVE_S:
         return replica, one_fleet
@@ -114,15 +116,14 @@ def learn_engine(
     state: PolicyState,
     obs: Observation,
     replica: ReplicaFigures,
+    window: Window,
     *,
-    elapsed: float,
-    now: float,
-    broken: bool,
     one_fleet: bool,
 ) -> EngineModel:
     """Fold this window into the engine model. Windows of a breach or a rollout, and windows whose
     figures are not one fleet's (``one_fleet`` false: the fleet changed within the window, and its
     sums were not divided by the replicas that served on average over it), teach no curve."""
+    elapsed, now, broken = window.elapsed, window.now, window.broken
     fit, prefill_fit, floor = state.fit, state.prefill_fit, state.step_floor_s
     taught = False
     prompt_tokens = state.prompt_tokens
@@ -289,21 +290,11 @@ def replica_capacity(
     replica: ReplicaFigures,
     engine: EngineModel,
     load: Arrivals,
-    *,
-    elapsed: float,
-    now: float,
-    broken: bool,
-    idle: bool,
-    settled: bool,
-    same_fleet: bool,
-    overspending: bool,
+    window: Window,
 ) -> ReplicaCapacity:
-    """The model's capacity at the current max batch, corrected by what the SLO showed.
-
-    ``settled``: the fleet has not changed for a settle time and nothing starts or rolls;
-    ``same_fleet``: the same replicas served the whole window; ``overspending``: the error budget
-    burned faster than it accrues over the last minutes.
-    """
+    """The model's capacity at the current max batch, corrected by what the SLO showed."""
+    elapsed, now, broken, idle = window.elapsed, window.now, window.broken, window.idle
+    settled, same_fleet, overspending = window.settled, window.same_fleet, window.overspending
     model, note = _model(replica, engine)
     cap = capacity_of(config, model, engine, obs.max_batch, replica, engine.tpot_ok, note)
     scale = state.capacity_scale
@@ -400,9 +391,7 @@ def replica_capacity(
             recovered = min(1.0, scale * (1.0 + 0.1 * elapsed / 300.0)) if scale < 1.0 else scale
             scale = max(recovered, per / cap.rate)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
-        burst_scale, cut_at = _burst_correction(
-            config, state, obs, load, cap.rate * scale, floor, now=now, elapsed=elapsed, broken=broken
-        )
+        burst_scale, cut_at = _burst_correction(config, state, obs, load, cap.rate * scale, floor, window)
     healthy = cap.rate * scale if cap is not None else None
     if healthy is not None and ceiling is not None:
         if ceiling >= healthy:
@@ -468,10 +457,7 @@ def _burst_correction(
     load: Arrivals,
     healthy: float,
     floor: Callable[[], float],
-    *,
-    now: float,
-    elapsed: float,
-    broken: bool,
+    window: Window,
 ) -> tuple[float, float | None]:
     """The burst correction after this window, and when it was last cut.
 
@@ -487,6 +473,7 @@ def _burst_correction(
     the engine's time, let the first bursts break the SLO before anything was learned. What the
     replicas show lifts it: a burst window served within the SLO grants its rate per replica.
     """
+    now, elapsed, broken = window.now, window.elapsed, window.broken
     scale, cut_at = min(1.0, state.burst_scale), state.burst_cut_at
     if cut_at is None and scale >= 1.0:
         prior = floor()

@@ -15,6 +15,7 @@ from tailguard.policy.need import Need, falling_window_s
 from tailguard.policy.schedules import scheduled_floor
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Limit, Observation, PolicyConfig, Reason
+from tailguard.policy.window import Window
 
 #: ``(time, replicas)``: a recommendation, or the fleet one decision set.
 SizeAt = tuple[float, int]
@@ -34,10 +35,11 @@ class Limited:
 
 
 def apply_limits(
-    config: PolicyConfig, state: PolicyState, obs: Observation, need: Need, *, now: float, broken: bool
+    config: PolicyConfig, state: PolicyState, obs: Observation, need: Need, window: Window
 ) -> Limited:
     """Bound ``need`` by the stabilization windows, the rates, Pending pods, the bounds and the
     schedules, in that order."""
+    now, broken = window.now, window.broken
     current = obs.desired_replicas
     recommended = need.recommended
     code = need.code

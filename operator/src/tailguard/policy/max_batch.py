@@ -17,6 +17,7 @@ from tailguard.policy.need import ceil_replicas
 from tailguard.policy.observed import ReplicaFigures, finite, fmt_ms
 from tailguard.policy.rollout import with_spare
 from tailguard.policy.types import Limit, Observation, PolicyConfig, Reason
+from tailguard.policy.window import Window
 
 #: TPOT-to-step ratio assumed before one is measured.
 _DEFAULT_TPOT_RATIO = 1.25
@@ -43,20 +44,18 @@ def choose_max_batch(
     replica: ReplicaFigures,
     engine: EngineModel,
     cap: ReplicaCapacity,
+    window: Window,
     *,
     replicas: int,
     code: Reason,
     demand: float,
     last_change: float | None,
-    now: float,
-    broken: bool,
-    idle: bool,
-    settled: bool,
     queue_gone: bool,
 ) -> BatchChoice:
     """The max batch for this decision, with ``replicas`` and ``code`` as the limits left them.
     A change raises ``replicas`` to keep one spare for the pod that is down; through the rollout
     that follows, :func:`tailguard.policy.rollout.keep_spare` keeps it."""
+    now, broken, idle, settled = window.now, window.broken, window.idle, window.settled
     keep = BatchChoice(obs.max_batch, last_change, replicas, code)
     model, modelled, per_replica = cap.model, cap.modelled, cap.per_replica
     if model is None or modelled is None or per_replica is None or idle:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from tailguard.policy.arrivals import Arrivals, Outlook
 from tailguard.policy.budget import (
     GAIN_MAX,
-    P99_ALLOWED,
     BudgetMemory,
     Headroom,
     adjust_gain,
@@ -40,6 +39,7 @@ from tailguard.policy.observed import (
 )
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Observation, PolicyConfig, Reason
+from tailguard.policy.window import Window
 
 #: How fast a saturated replica's own queue should empty once help arrives.
 _DRAIN_S = 60.0
@@ -178,39 +178,18 @@ def window_filling(config: PolicyConfig, state: PolicyState, now: float) -> bool
     return state.started_at is not None and now - state.started_at < config.rate_window_s
 
 
-def overspending(config: PolicyConfig, state: PolicyState) -> bool:
-    """The error budget burned faster than it accrues over the short window, as of the last
-    decision (unknown with too few requests: not overspending)."""
-    memory = state.budget
-    burn = burn_rate(memory.good_short, memory.all_short, config.error_budget)
-    return burn is not None and burn > 1.0
-
-
-def missing_beyond_p99(state: PolicyState) -> bool:
-    """The last minutes' requests missed more than the 1% a p99 SLO allows, as of the last
-    decision (unknown with too few requests: not). Whatever the goodput target: a lower target
-    must not make the policy wait longer before it answers a breach."""
-    memory = state.budget
-    burn = burn_rate(memory.good_short, memory.all_short, P99_ALLOWED)
-    # Once a breach is judged, it stays judged until the burn is clearly back under: a service at
-    # the SLO's edge otherwise flips between a breach and chance from one window to the next.
-    was_broken = state.at_last_decision(state.last_breach_at)
-    return burn is not None and (burn > 1.0 or (was_broken and burn > 0.75))
-
-
 def _learn_budget(
     config: PolicyConfig,
     state: PolicyState,
     obs: Observation,
     load: float,
+    window: Window,
     *,
-    now: float,
-    elapsed: float,
-    idle: bool,
     falling: bool,
 ) -> tuple[BudgetMemory, Headroom, float]:
     """Fold this window into the error budget's memory; the headroom the whole history allows and
     the horizon (``falling``: the trend confirms a fall now)."""
+    now, elapsed, idle = window.now, window.elapsed, window.idle
     budget = config.error_budget
     startup = startup_horizon(config, obs)
     # The measured load is the rate window's mean, half a window behind the arrivals: a jump shows
@@ -231,9 +210,9 @@ def _learn_budget(
     # what it asks now (below it the fleet was sized by something else: a fixed fleet beside DryRun,
     # a lead-in it only watched, GPUs it could not get). Slack on any other fleet says nothing of
     # the headroom the policy's own sizing needs.
-    window = [r for t, r in state.recommendations if now - t <= config.scale_down_stabilization_s]
-    own_fleet = not window or (
-        obs.ready_replicas <= max(window)
+    asked = [r for t, r in state.recommendations if now - t <= config.scale_down_stabilization_s]
+    own_fleet = not asked or (
+        obs.ready_replicas <= max(asked)
         and obs.desired_replicas >= min(state.recommendations[-1][1], config.max_replicas)
     )
     memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet, gain_ceiling(config))
@@ -248,15 +227,11 @@ def size_need(
     load: Arrivals,
     ahead: Outlook,
     cap: ReplicaCapacity,
-    *,
-    now: float,
-    elapsed: float,
-    breaches: list[str],
-    idle: bool,
-    settled: bool,
+    window: Window,
 ) -> Need:
-    """The recommendation for this window (``breaches``: a sentence per SLO broken, empty when met)."""
-    broken = bool(breaches)
+    """The recommendation for this window."""
+    now, idle, settled = window.now, window.idle, window.settled
+    breaches, broken = list(window.breaches), window.broken
     current = obs.desired_replicas
     waiting = obs.waiting or 0.0
     healthy = cap.healthy
@@ -265,9 +240,7 @@ def size_need(
     # A burst shorter than the rate window counts at the height the burst window saw: the rate
     # window's mean dilutes a ten-second burst twelvefold, and the hold would miss it every time.
     seen = max(ahead.measured, load.burst)
-    memory, room, startup = _learn_budget(
-        config, state, obs, seen, now=now, elapsed=elapsed, idle=idle, falling=ahead.falling
-    )
+    memory, room, startup = _learn_budget(config, state, obs, seen, window, falling=ahead.falling)
     # The budget's slack beyond the quantile's top relieves the target utilization: the load now
     # is sized at up to all of the learned capacity while the budget lasts.
     relief = utilization_relief(memory) if config.budget_headroom else 1.0
