@@ -229,11 +229,11 @@ def size_need(
     cap: ReplicaCapacity,
     window: Window,
 ) -> Need:
-    """The recommendation for this window."""
-    now, idle, settled = window.now, window.idle, window.settled
+    """The recommendation for this window: the load's need at the capacity, a breach's answer,
+    the hysteresis on the way down, and the error budget's hold."""
+    now, idle = window.now, window.idle
     breaches, broken = list(window.breaches), window.broken
     current = obs.desired_replicas
-    waiting = obs.waiting or 0.0
     healthy = cap.healthy
     # The history is of the load measured, the same load the hold scales: the surge and the
     # queue's growth are readings to act on now, and a burst's onset read up to twice its rate.
@@ -241,17 +241,7 @@ def size_need(
     # window's mean dilutes a ten-second burst twelvefold, and the hold would miss it every time.
     seen = max(ahead.measured, load.burst)
     memory, room, startup = _learn_budget(config, state, obs, seen, window, falling=ahead.falling)
-    # The budget's slack beyond the quantile's top relieves the target utilization: the load now
-    # is sized at up to all of the learned capacity while the budget lasts.
-    relief = utilization_relief(memory) if config.budget_headroom else 1.0
-    planned = planned_utilization(config)
-    # The relief spends the margin on a capacity an SLO bounds (TPOT, or TTFT through the prompts'
-    # queue): at that bound the SLO still holds. A capacity the slots bound (the max batch, the KV
-    # cache) is the throughput of a full batch, where requests queue for a slot without end:
-    # there the relief stops at the target utilization (a fleet relieved to all of it met a slow
-    # ramp at 99% of its slots at each replica it crossed, and the queue broke the TTFT SLO).
-    slot_bound = cap.modelled is not None and cap.modelled.bound in _SLOT_BOUNDS
-    u = planned if slot_bound else planned_utilization(config, relief)
+    u, planned = _utilization(config, cap, memory)
     relieved = u > planned * 1.001
     sized = None
     if healthy is not None and healthy > 0 and not idle:
@@ -261,30 +251,15 @@ def size_need(
     held_from = given_trend(memory, ahead.falling)
     if held_from is not memory:
         room = replace(headroom(held_from, config.error_budget), while_falling=True)
-    hold: int | None = None
-    held_load = 0.0
-    # What each replica is held for (req/s): the capacity a burst meets.
-    held_each = 0.0
-    floored = False
-    banded = False
-    if config.budget_headroom and room.learned and healthy and healthy > 0 and not idle:
-        curve = cap.modelled.misses if cap.modelled is not None else None
-        if curve is not None:
-            room = soften(room, held_from, config.error_budget, curve.share)
-        held_load, floored = room.held(seen)
-        held_each = cap.burst or healthy
-        hold = ceil_replicas(held_load / held_each)
-    parts: list[str] = []
+    held = _budget_hold(config, cap, room, held_from, seen, idle)
     per_replica = cap.per_replica
     probe = remembered_probe(state, now)
-    withheld = ""
     if idle:
         return Need(config.min_replicas, Reason.IDLE, ("no requests",), sized, memory, probe=probe)
     if per_replica is None or per_replica <= 0:
         # Nothing to size with yet (no finished request): act only on a broken SLO.
         recommended = current + 1 if broken and obs.starting_replicas == 0 else current
-        parts.extend(breaches or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)}"])
-        parts.append("capacity not learned yet")
+        parts = [*(breaches or [f"p99 TTFT {fmt_ms(obs.p99_ttft_s)}"]), "capacity not learned yet"]
         code = Reason.SLO_BREACH if broken else Reason.STEADY
         return Need(recommended, code, tuple(parts), sized, memory, probe=probe)
 
@@ -298,101 +273,30 @@ def size_need(
     on_the_way = obs.starting_replicas + obs.pending_replicas
     draining = ""
     if broken and not obs.pending_replicas:
-        # Each saturated replica keeps its own queue (the Service does not move requests), so it
-        # drains only by the margin between its capacity and its share of arrivals: size the fleet
-        # so that margin empties the queue within _DRAIN_S. While replicas start, the queue the
-        # drain meets is the one they find: it grows on the replicas serving until then.
-        queue = waiting
-        if obs.starting_replicas:
-            excess = demand - replica.serving * per_replica
-            queue += _queue_growth(state, load.queue_growth, excess, startup, now)
-        queue_each = queue / max(1, replica.serving)
-        margin = max(0.5 * per_replica, per_replica - queue_each / _DRAIN_S)
-        drain = ceil_replicas(demand / margin)
-        if drain > up and queue >= 1.0:
-            up = drain
-            draining = f"sized to drain {queue:.0f} queued requests within {_DRAIN_S:.0f} s"
-            if queue > waiting + 0.5:
-                draining += " (the queue the replicas starting will find)"
+        drained = _drain(state, obs, replica, load, demand, per_replica, startup, now)
+        if drained is not None and drained[0] > up:
+            up, draining = drained
+    withheld = ""
     if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
         # Replicas are starting for this breach: wait for them unless the need grew clearly.
         recommended = current
     elif up > current:
         recommended = up
     elif broken:
-        recommended = current
-        # The replicas asked for this breach have drained its queue (seen within the rate window,
-        # none now): the p99s still carry its tail, which says nothing against the model.
-        queue_at, scaled_at = load.queue_at, state.last_scale_at
-        helped = (
-            not load.queued
-            and queue_at is not None
-            and now - queue_at <= config.rate_window_s
-            and state.last_direction > 0
-            and scaled_at is not None
-            and now - scaled_at <= config.rate_window_s + startup
-        )
-        if settled and obs.pending_replicas == 0 and not helped:
-            # The model sees room, yet the SLO is broken: add a replica anyway, unless the last
-            # one added for such a breach did not lower its misses, or (below a 0.99 target) the
-            # misses are within what the error budget allows.
-            burn = burn_rate(memory.good_short, memory.all_short, config.error_budget)
-            no_help = _no_help(config, probe, obs, replica)
-            if no_help is not None:
-                withheld = no_help
-            elif lenient(config.error_budget) and burn is not None and burn <= 1.0:
-                withheld = f"error budget burning at {burn:.1f}× over the last minutes: none added"
-            else:
-                recommended = current + 1
-                good = good_share(obs)
-                if good is not None and replica.per_replica_rate is not None:
-                    probe = Probe(obs.ready_replicas, 1.0 - good, replica.per_replica_rate, now)
+        added, withheld, probe = _one_more(config, state, obs, replica, load, memory, probe, startup, window)
+        recommended = current + 1 if added else current
     else:
-        # Down only once the load fits with a margin (hysteresis), unless the trend confirms a fall.
-        # The margin is below the target utilization the user set, whatever the budget relieves:
-        # a relieved fleet grows later on a noisy steady load and shrinks no sooner (a band that
-        # moved up with the relief put a steady load of two replicas' worth on its edge: a reversal
-        # every few minutes).
-        down_u = u if ahead.falling else max(0.05, planned - config.scale_down_margin)
-        down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
-        down = ceil_replicas(down_load / (per_replica * down_u))
-        recommended = min(current, down) if down < current else current
-    if hold is not None and recommended < current and held_load > seen * 1.01:
-        # A hold for bursts comes down a replica only once its load fits the smaller fleet with a
-        # quarter of a replica to spare. A hold at a replica's edge moved with each few percent the
-        # capacity read (a spiky code load's fleet went 4, 3, 4 every few minutes around a hold
-        # for 28 req/s at 9–10 req/s per replica), and the hour's burst met it on its low side. A
-        # band in replicas, not in percent, costs a large fleet no more than a small one. A hold
-        # for no more than the load (an evening's fall) follows the load down.
-        keep = min(current, ceil_replicas(held_load / held_each + _HOLD_BAND))
-        banded = keep > hold
-        hold = max(hold, keep)
+        recommended = _fits_fewer(config, load, ahead, per_replica, u, planned, current)
+    held = _banded(held, recommended, current, seen)
     # A breach asks for at least the hold too: the load it was learned for may be the very burst
     # that broke the SLO, and a fleet still short of the hold (after a restart, a manual
     # scale-down) would otherwise be sized for the breach's load alone.
-    holding = hold is not None and hold > recommended
-    if hold is not None and holding:
-        recommended = hold
-    # A breach the load explains: it outgrew the replicas ready, or a queue within the rate window
-    # (which the p99s still carry after it drained) broke it. What to remember of it is the need of
-    # the load measured, at the capacity saturated replicas showed or the healthy one: its queue
-    # and drain are transient. A breach neither explains shows the model wrong, and the limits
-    # then remember the fleet that served it.
-    remembered = None
-    explained = not load.queue_gone or (
-        healthy is not None and ahead.measured > obs.ready_replicas * healthy * u
-    )
-    if broken and (cap.saturated or explained):
-        remembered = min(recommended, ceil_replicas(ahead.measured / (per_replica * u)))
-    if broken:
-        code = Reason.SLO_BREACH
-    elif recommended > current:
-        code = Reason.LOAD_RISING
-    elif recommended < current:
-        code = Reason.LOAD_FALLING
-    else:
-        code = Reason.STEADY
-    parts.extend(breaches or [slo_held(config, obs)])
+    holding = held.replicas is not None and held.replicas > recommended
+    if held.replicas is not None and holding:
+        recommended = held.replicas
+    remembered = _remembered(obs, load, ahead, cap, per_replica, u, recommended, broken)
+
+    parts = [*(breaches or [slo_held(config, obs)])]
     if broken and finite(obs.queue_time_mean_s):
         # Queueing or the prompts' own prefill: what the breach is made of.
         waited = f"requests waited {fmt_ms(obs.queue_time_mean_s)} for a slot on average"
@@ -407,10 +311,8 @@ def size_need(
         parts.append(draining)
     if withheld:
         parts.append(withheld)
-    if holding:
-        parts.append(
-            _holding_sentence(hold, held_load, room, startup, floored, cap.burst_scale, seen, banded=banded)
-        )
+    if holding and held.replicas is not None:
+        parts.append(_holding_sentence(held, startup, cap.burst_scale, seen))
     if cap.saturated:
         parts.append(f"capacity {per_replica:.1f} req/s per replica (measured, saturated)")
     elif cap.modelled is not None:
@@ -421,7 +323,205 @@ def size_need(
         if drifted:
             relief_said += f", for the load rising to {ahead.drift:.1f} in {ahead.horizon_s:.0f} s"
         parts.append(relief_said)
+    code = _code(broken, recommended, current)
     return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual, probe=probe)
+
+
+def _utilization(config: PolicyConfig, cap: ReplicaCapacity, memory: BudgetMemory) -> tuple[float, float]:
+    """The utilization of the capacity the load is sized at now, and the target one (planned)."""
+    # The budget's slack beyond the quantile's top relieves the target utilization: the load now
+    # is sized at up to all of the learned capacity while the budget lasts.
+    relief = utilization_relief(memory) if config.budget_headroom else 1.0
+    planned = planned_utilization(config)
+    # The relief spends the margin on a capacity an SLO bounds (TPOT, or TTFT through the prompts'
+    # queue): at that bound the SLO still holds. A capacity the slots bound (the max batch, the KV
+    # cache) is the throughput of a full batch, where requests queue for a slot without end:
+    # there the relief stops at the target utilization (a fleet relieved to all of it met a slow
+    # ramp at 99% of its slots at each replica it crossed, and the queue broke the TTFT SLO).
+    slot_bound = cap.modelled is not None and cap.modelled.bound in _SLOT_BOUNDS
+    return (planned if slot_bound else planned_utilization(config, relief)), planned
+
+
+@dataclass(frozen=True)
+class Held:
+    """The error budget's hold for this window."""
+
+    #: Replicas held (``None``: nothing to hold with: no history, no capacity, or idle).
+    replicas: int | None
+    #: The load held for (req/s), and what each replica is held for (the capacity a burst meets).
+    load: float
+    each: float
+    #: The headroom as read (given the trend, softened where the capacity is a soft bound).
+    room: Headroom
+    #: The 1% budget's floor set the held load.
+    floored: bool = False
+    #: A replica kept above the hold by its band (``_HOLD_BAND``).
+    banded: bool = False
+
+
+def _budget_hold(
+    config: PolicyConfig,
+    cap: ReplicaCapacity,
+    room: Headroom,
+    held_from: BudgetMemory,
+    seen: float,
+    idle: bool,
+) -> Held:
+    """The replicas the error budget's headroom holds for the load ``seen``."""
+    healthy = cap.healthy
+    if not (config.budget_headroom and room.learned and healthy and healthy > 0 and not idle):
+        return Held(None, 0.0, 0.0, room)
+    curve = cap.modelled.misses if cap.modelled is not None else None
+    if curve is not None:
+        room = soften(room, held_from, config.error_budget, curve.share)
+    held_load, floored = room.held(seen)
+    each = cap.burst or healthy
+    return Held(ceil_replicas(held_load / each), held_load, each, room, floored=floored)
+
+
+def _banded(held: Held, recommended: int, current: int, seen: float) -> Held:
+    """The hold with its band: a hold for bursts comes down a replica only once its load fits the
+    smaller fleet with a quarter of a replica to spare."""
+    if held.replicas is None or recommended >= current or held.load <= seen * 1.01:
+        return held
+    # A hold at a replica's edge moved with each few percent the capacity read (a spiky code
+    # load's fleet went 4, 3, 4 every few minutes around a hold for 28 req/s at 9–10 req/s per
+    # replica), and the hour's burst met it on its low side. A band in replicas, not in percent,
+    # costs a large fleet no more than a small one. A hold for no more than the load (an evening's
+    # fall) follows the load down.
+    keep = min(current, ceil_replicas(held.load / held.each + _HOLD_BAND))
+    return replace(held, replicas=max(held.replicas, keep), banded=keep > held.replicas)
+
+
+def _drain(
+    state: PolicyState,
+    obs: Observation,
+    replica: ReplicaFigures,
+    load: Arrivals,
+    demand: float,
+    per_replica: float,
+    startup: float,
+    now: float,
+) -> tuple[int, str] | None:
+    """The fleet that drains a breach's queue within ``_DRAIN_S``, and the sentence saying so
+    (``None`` with less than one request queued)."""
+    # Each saturated replica keeps its own queue (the Service does not move requests), so it
+    # drains only by the margin between its capacity and its share of arrivals: size the fleet so
+    # that margin empties the queue within _DRAIN_S. While replicas start, the queue the drain
+    # meets is the one they find: it grows on the replicas serving until then.
+    waiting = obs.waiting or 0.0
+    queue = waiting
+    if obs.starting_replicas:
+        excess = demand - replica.serving * per_replica
+        queue += _queue_growth(state, load.queue_growth, excess, startup, now)
+    if queue < 1.0:
+        return None
+    queue_each = queue / max(1, replica.serving)
+    margin = max(0.5 * per_replica, per_replica - queue_each / _DRAIN_S)
+    said = f"sized to drain {queue:.0f} queued requests within {_DRAIN_S:.0f} s"
+    if queue > waiting + 0.5:
+        said += " (the queue the replicas starting will find)"
+    return ceil_replicas(demand / margin), said
+
+
+def _one_more(
+    config: PolicyConfig,
+    state: PolicyState,
+    obs: Observation,
+    replica: ReplicaFigures,
+    load: Arrivals,
+    memory: BudgetMemory,
+    probe: Probe | None,
+    startup: float,
+    window: Window,
+) -> tuple[bool, str, Probe | None]:
+    """A breach the model sees room for: whether to add one replica anyway, the sentence of why
+    none was added, and the probe to remember."""
+    now = window.now
+    # The replicas asked for this breach have drained its queue (seen within the rate window,
+    # none now): the p99s still carry its tail, which says nothing against the model.
+    queue_at, scaled_at = load.queue_at, state.last_scale_at
+    helped = (
+        not load.queued
+        and queue_at is not None
+        and now - queue_at <= config.rate_window_s
+        and state.last_direction > 0
+        and scaled_at is not None
+        and now - scaled_at <= config.rate_window_s + startup
+    )
+    if not window.settled or obs.pending_replicas or helped:
+        return False, "", probe
+    # The model sees room, yet the SLO is broken: add a replica anyway, unless the last one added
+    # for such a breach did not lower its misses, or (below a 0.99 target) the misses are within
+    # what the error budget allows.
+    burn = burn_rate(memory.good_short, memory.all_short, config.error_budget)
+    no_help = _no_help(config, probe, obs, replica)
+    if no_help is not None:
+        return False, no_help, probe
+    if lenient(config.error_budget) and burn is not None and burn <= 1.0:
+        return False, f"error budget burning at {burn:.1f}× over the last minutes: none added", probe
+    good = good_share(obs)
+    if good is not None and replica.per_replica_rate is not None:
+        probe = Probe(obs.ready_replicas, 1.0 - good, replica.per_replica_rate, now)
+    return True, "", probe
+
+
+def _fits_fewer(
+    config: PolicyConfig,
+    load: Arrivals,
+    ahead: Outlook,
+    per_replica: float,
+    u: float,
+    planned: float,
+    current: int,
+) -> int:
+    """The fleet once the load fits fewer replicas with a margin (hysteresis), or at the target
+    utilization when the trend confirms a fall; never above ``current``."""
+    # The margin is below the target utilization the user set, whatever the budget relieves: a
+    # relieved fleet grows later on a noisy steady load and shrinks no sooner (a band that moved
+    # up with the relief put a steady load of two replicas' worth on its edge: a reversal every
+    # few minutes).
+    demand = ahead.demand
+    down_u = u if ahead.falling else max(0.05, planned - config.scale_down_margin)
+    down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
+    down = ceil_replicas(down_load / (per_replica * down_u))
+    return min(current, down) if down < current else current
+
+
+def _remembered(
+    obs: Observation,
+    load: Arrivals,
+    ahead: Outlook,
+    cap: ReplicaCapacity,
+    per_replica: float,
+    u: float,
+    recommended: int,
+    broken: bool,
+) -> int | None:
+    """What the scale-down window remembers of a breach the load explains (``None``: the limits
+    decide)."""
+    # A breach the load explains: it outgrew the replicas ready, or a queue within the rate window
+    # (which the p99s still carry after it drained) broke it. What to remember of it is the need of
+    # the load measured, at the capacity saturated replicas showed or the healthy one: its queue
+    # and drain are transient. A breach neither explains shows the model wrong, and the limits
+    # then remember the fleet that served it.
+    healthy = cap.healthy
+    explained = not load.queue_gone or (
+        healthy is not None and ahead.measured > obs.ready_replicas * healthy * u
+    )
+    if broken and (cap.saturated or explained):
+        return min(recommended, ceil_replicas(ahead.measured / (per_replica * u)))
+    return None
+
+
+def _code(broken: bool, recommended: int, current: int) -> Reason:
+    if broken:
+        return Reason.SLO_BREACH
+    if recommended > current:
+        return Reason.LOAD_RISING
+    if recommended < current:
+        return Reason.LOAD_FALLING
+    return Reason.STEADY
 
 
 def _learned(cap: ReplicaCapacity) -> str:
@@ -471,19 +571,12 @@ def _queue_growth(state: PolicyState, growth: float, excess: float, startup: flo
     return max(0.0, min(excess, growth)) * left
 
 
-def _holding_sentence(
-    hold: int | None,
-    load: float,
-    room: Headroom,
-    startup_s: float,
-    floored: bool,
-    burst_scale: float,
-    seen: float,
-    *,
-    banded: bool = False,
-) -> str:
+def _holding_sentence(held: Held, startup_s: float, burst_scale: float, seen: float) -> str:
+    """What the hold holds and why, e.g. 'holding 22 for 41.0 req/s: p99.5 of the load within
+    90 s in its history; error budget burning at 0.6×'."""
+    room, load = held.room, held.load
     after = "" if room.burn_long is None else f"; error budget burning at {room.burn_long:.1f}×"
-    if banded:
+    if held.banded:
         after += f"; a replica kept until the load fits one fewer with {_HOLD_BAND:g} of one to spare"
     history = "the history of falling loads" if room.while_falling else "its history"
     what = f"p{room.quantile * 100:.4g} of the load within {startup_s:.0f} s in {history}"
@@ -493,7 +586,7 @@ def _holding_sentence(
             f"{1.0 - room.quantile:.1%} of its requests in TPOT misses (they grow gently above "
             "the capacity)"
         )
-    if floored:
+    if held.floored:
         # A larger budget sheds at most its extra misses' share of what a 1% budget holds.
         what = (
             f"{room.floor_share:.0%} of the 1% budget's hold, p{room.floor_quantile * 100:.4g} "
@@ -513,4 +606,4 @@ def _holding_sentence(
             f"; bursts sized at {burst_scale:.0%} of the capacity (the prefill queue's TTFT bound, "
             "corrected by the bursts served and broken)"
         )
-    return f"holding {hold} for {load:.1f} req/s: {what}{after}"
+    return f"holding {held.replicas} for {load:.1f} req/s: {what}{after}"
