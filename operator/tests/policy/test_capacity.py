@@ -10,6 +10,9 @@ import pytest
 from tailguard.policy import PolicyState, decide
 from tailguard.policy.capacity import (
     EMPTY_PREFILL_FIT,
+    Batching,
+    RequestMix,
+    Slo,
     StepModel,
     capacity,
     implied_base,
@@ -129,14 +132,9 @@ def test_capacity_is_one_over_decode_and_prefill_time(case: Case) -> None:
     model = StepModel(ALPHA, BETA, True, GAMMA, True)
     cap = capacity(
         model,
-        output_tokens=case.mix.output,
-        prompt_tokens=case.mix.prompt,
-        max_batch=256,
-        batch_fill=0.85,
-        tpot_slo_s=None,
-        tpot_offset_s=None,
-        kv_per_seq=None,
-        ttft_slo_s=case.ttft_slo_s,
+        RequestMix(case.mix.output, case.mix.prompt),
+        Batching(256, 0.85),
+        Slo(ttft_s=case.ttft_slo_s),
     )
     assert cap.bound == case.bound
     n = cap.batch
@@ -157,13 +155,9 @@ def test_without_prompt_tokens_a_prompt_costs_one_decode_step() -> None:
     model = StepModel(ALPHA, BETA, True, GAMMA, True)
     cap = capacity(
         model,
-        output_tokens=30.0,
-        max_batch=256,
-        batch_fill=0.85,
-        tpot_slo_s=None,
-        tpot_offset_s=None,
-        kv_per_seq=None,
-        ttft_slo_s=1.0,
+        RequestMix(30.0),
+        Batching(256, 0.85),
+        Slo(ttft_s=1.0),
         note="prefill cost not learned: no prompt token rate",
     )
     assert cap.rate == pytest.approx(cap.batch / (31.0 * (ALPHA + BETA * cap.batch)))

@@ -12,7 +12,10 @@ import pytest
 from tailguard.policy import PolicyState, decide
 from tailguard.policy.capacity import (
     INTERFERENCE,
+    Batching,
     Capacity,
+    RequestMix,
+    Slo,
     StepModel,
     capacity,
     interference_s,
@@ -76,16 +79,7 @@ MIXES = [
 
 def _tpot_capacity(mix: Mix, model: StepModel) -> Capacity:
     """One replica of ``mix`` under a 50 ms TPOT SLO, with a 2 ms learned offset."""
-    return capacity(
-        model,
-        output_tokens=mix.output,
-        prompt_tokens=mix.prompt,
-        max_batch=256,
-        batch_fill=0.85,
-        tpot_slo_s=0.05,
-        tpot_offset_s=0.002,
-        kv_per_seq=None,
-    )
+    return capacity(model, RequestMix(mix.output, mix.prompt), Batching(256, 0.85), Slo(0.05, 0.002))
 
 
 @pytest.mark.parametrize("mix", MIXES, ids=lambda m: m.name)
@@ -159,14 +153,9 @@ def _code_completion(model: StepModel, *, tpot_slo_s: float | None = 0.05, max_b
     """One replica of 2,000-token prompts with 30-token answers, a TTFT SLO of 1 s."""
     return capacity(
         model,
-        output_tokens=30.0,
-        prompt_tokens=2000.0,
-        max_batch=max_batch,
-        batch_fill=0.85,
-        tpot_slo_s=tpot_slo_s,
-        tpot_offset_s=0.002,
-        kv_per_seq=None,
-        saturation_ttft_s=1.0,
+        RequestMix(30.0, 2000.0),
+        Batching(max_batch, 0.85),
+        Slo(tpot_slo_s, 0.002, saturation_ttft_s=1.0),
     )
 
 

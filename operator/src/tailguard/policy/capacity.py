@@ -298,19 +298,42 @@ _HARD_LIMIT_MARGIN = 1.3
 _CURVE_BATCHES = (0.5, 0.7, 0.85, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7, 2.0, 2.4, 3.0, 4.0, 6.0, 10.0)
 
 
+@dataclass(frozen=True)
+class _Serving:
+    """One replica serving a mix: its step model, the mean step as a line in N for the mix, and
+    the requests it finishes per second at each batch."""
+
+    model: StepModel
+    #: ``model.for_mix`` for the mix's prompts (``model`` itself without a prompt length).
+    line: StepModel
+    #: Output tokens per request (at least one).
+    out: float
+    #: Prompt tokens per request (``None``: unknown).
+    prompt: float | None
+
+    def rate_at(self, n: float) -> float:
+        """Requests per second one replica finishes at decode batch ``n``."""
+        if self.prompt is None:
+            # a prompt costs about one more decode step (β carries the rest of the mix)
+            return n / ((self.out + 1.0) * self.model.step(n))
+        return n / (self.out * self.line.step(n))
+
+    def lift(self, n: float) -> float:
+        """The prompt chunks' interference (:func:`interference_s`) at batch ``n``'s rate; 0 without
+        a prompt length."""
+        return 0.0 if self.prompt is None else interference_s(self.model, self.rate_at(n), self.prompt)
+
+    def ttft_at(self, n: float) -> float:
+        """The modelled p99 TTFT (:func:`ttft_p99`) at batch ``n`` and its rate."""
+        return ttft_p99(self.model, n, self.rate_at(n), self.prompt or 0.0)
+
+
 def _miss_curve(
-    mix: StepModel,
-    model: StepModel,
-    prompt: float,
-    batch: float,
-    hard: float,
-    rate_at: Callable[[float], float],
-    budget_s: float,
-    offset_s: float | None,
+    serving: _Serving, batch: float, hard: float, budget_s: float, offset_s: float | None
 ) -> MissCurve | None:
     """How misses grow above the TPOT bound at ``batch`` (see :class:`MissCurve`)."""
-    rate = rate_at(batch)
-    saturation = rate_at(max(hard, batch)) / rate / _HARD_LIMIT_MARGIN if rate > 0 else 1.0
+    rate = serving.rate_at(batch)
+    saturation = serving.rate_at(max(hard, batch)) / rate / _HARD_LIMIT_MARGIN if rate > 0 else 1.0
     if saturation <= 1.0:
         return None
     points = []
@@ -318,9 +341,9 @@ def _miss_curve(
         n = k * batch
         if n >= hard:
             break
-        step = mix.step(n)
+        step = serving.line.step(n)
         offset = offset_s if offset_s is not None else 0.25 * step
-        lift = interference_s(model, rate_at(n), prompt)
+        lift = serving.lift(n)
         room = budget_s - step - offset
         if room <= 0.0 or not math.isfinite(lift):
             miss = 1.0
@@ -328,7 +351,7 @@ def _miss_curve(
             miss = 0.0
         else:
             miss = min(1.0, _P99_MISS ** (room / lift))
-        points.append((rate_at(n) / rate, miss))
+        points.append((serving.rate_at(n) / rate, miss))
         if miss >= 1.0:
             break
     curve = MissCurve(tuple(points), saturation)
@@ -391,110 +414,125 @@ def _tokens(per_s: float) -> str:
     return f"{per_s / 1000:.0f}k" if per_s >= 10_000 else f"{per_s:,.0f}"
 
 
+@dataclass(frozen=True)
+class RequestMix:
+    """What one replica serves, per request: output and prompt tokens, and the KV cache it holds."""
+
+    output_tokens: float
+    #: Mean prompt tokens per request (``None``: unknown; a prompt then costs one more decode step).
+    prompt_tokens: float | None = None
+    #: KV-cache share one running request holds (``None``: not measured, no KV bound).
+    kv_per_seq: float | None = None
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The latency figures a capacity is held to, in seconds (``None``: not declared or not applied)."""
+
+    tpot_s: float | None = None
+    #: How far p99 TPOT sits above the mean step, learned (``None``: a quarter of the step).
+    tpot_offset_s: float | None = None
+    #: The TTFT SLO the batch is bounded by (:func:`ttft_p99`).
+    ttft_s: float | None = None
+    #: The TTFT SLO at which prompts count as saturating the replica, for the miss curve of an
+    #: interference bound (without it the curve ends at the other limits).
+    saturation_ttft_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Batching:
+    """The max batch, the share of it one replica is planned to fill, and the batch seen now."""
+
+    max_batch: int
+    fill: float
+    #: The decode batch now, and whether p99 TPOT is seen within its SLO at it: such a batch is
+    #: never ruled out.
+    now: float | None = None
+    tpot_ok_now: bool = False
+
+
 def capacity(
-    model: StepModel,
-    *,
-    output_tokens: float,
-    max_batch: int,
-    batch_fill: float,
-    tpot_slo_s: float | None,
-    tpot_offset_s: float | None,
-    kv_per_seq: float | None,
-    batch_now: float | None = None,
-    tpot_ok_now: bool = False,
-    prompt_tokens: float | None = None,
-    ttft_slo_s: float | None = None,
-    note: str | None = None,
-    saturation_ttft_s: float | None = None,
+    model: StepModel, mix: RequestMix, batching: Batching, slo: Slo, *, note: str | None = None
 ) -> Capacity:
     """λ(N*) for one replica; see the module text for N*.
 
-    p99 TPOT is modelled as the mean step (prompt chunks included) plus ``tpot_offset_s``
+    p99 TPOT is modelled as the mean step (prompt chunks included) plus ``slo.tpot_offset_s``
     (learned; until then a quarter of the step). A batch at which p99 TPOT is seen within its SLO
-    is never ruled out. Without ``prompt_tokens`` a prompt costs one more decode step.
-    ``saturation_ttft_s``: the TTFT SLO at which prompts count as saturating the replica, for the
-    miss curve of an interference bound (without it the curve ends at the other limits).
+    is never ruled out. Without ``mix.prompt_tokens`` a prompt costs one more decode step.
     """
-    out = max(1.0, output_tokens)
-    prompt = max(0.0, prompt_tokens) if prompt_tokens is not None else None
-    mix = model.for_mix(prompt, out) if prompt is not None else model
-
-    def rate_at(n: float) -> float:
-        if prompt is None:
-            # a prompt costs about one more decode step (β carries the rest of the mix)
-            return n / ((out + 1.0) * model.step(n))
-        return n / (out * mix.step(n))
-
-    limits = [(batch_fill * max_batch, "max batch")]
-    if kv_per_seq is not None and kv_per_seq > 0:
-        limits.append((0.9 / kv_per_seq, "KV cache"))
-    if tpot_slo_s is not None:
-        budget = 0.9 * tpot_slo_s
-        allowed = (
-            mix.batch_for_step(budget - tpot_offset_s)
-            if tpot_offset_s is not None
-            else mix.batch_for_step(budget / 1.25)
-        )
-        if prompt is not None and model.gamma > 0:
-            allowed = _interference_bound(
-                mix,
-                budget,
-                tpot_offset_s,
-                min([allowed] + [n for n, _ in limits]),
-                lambda n: interference_s(model, rate_at(n), prompt),
-            )
-        if tpot_ok_now and batch_now is not None:
-            allowed = max(allowed, batch_now)
-        limits.append((allowed, "TPOT SLO"))
+    out = max(1.0, mix.output_tokens)
+    prompt = max(0.0, mix.prompt_tokens) if mix.prompt_tokens is not None else None
+    serving = _Serving(model, model.for_mix(prompt, out) if prompt is not None else model, out, prompt)
+    limits = _batch_limits(serving, mix, batching, slo)
     batch, bound = min(limits, key=lambda item: item[0])
     batch = max(1.0, batch)
 
-    if ttft_slo_s is not None and prompt is not None:
-        target = _TTFT_BUDGET * ttft_slo_s
-        if ttft_p99(model, batch, rate_at(batch), prompt) > target:
+    if slo.ttft_s is not None and prompt is not None:
+        target = _TTFT_BUDGET * slo.ttft_s
+        if serving.ttft_at(batch) > target:
             # The rate grows with the batch and the modelled TTFT with both: bisect.
-            lo = _largest_batch(lambda n: ttft_p99(model, n, rate_at(n), prompt) <= target, batch)
+            lo = _largest_batch(lambda n: serving.ttft_at(n) <= target, batch)
             batch, bound = max(lo, 1e-3), "TTFT SLO"
-    rate = rate_at(batch)
+    rate = serving.rate_at(batch)
     share = 0.0
     per_s: float | None = None
     if prompt is not None:
         share = min(1.0, rate * model.gamma * prompt)
         per_s = 1.0 / model.gamma if model.gamma > 0 else None
-    lift = interference_s(model, rate, prompt) if prompt is not None and tpot_slo_s is not None else 0.0
+    lift = serving.lift(batch) if prompt is not None and slo.tpot_s is not None else 0.0
     misses = None
-    if bound == "TPOT SLO" and prompt is not None and lift > 0.0 and rate > 0.0 and tpot_slo_s is not None:
+    if bound == "TPOT SLO" and prompt is not None and lift > 0.0 and rate > 0.0 and slo.tpot_s is not None:
         # Beyond the TPOT bound the replica still serves, with more misses, up to where a full
         # batch, the KV cache or prompts queueing for their prefill (the modelled TTFT) stop it.
         hard = min(n for n, name in limits if name != "TPOT SLO")
-        soft = rate_at(max(hard, batch)) > _HARD_LIMIT_MARGIN * rate  # else a cliff: no curve
-        if soft and saturation_ttft_s is not None:
-            target = _TTFT_BUDGET * saturation_ttft_s
-            if ttft_p99(model, hard, rate_at(hard), prompt) > target:
-                # (from the bound's batch up: its TTFT is not modelled to break below it)
-                hard = _largest_batch(
-                    lambda n: ttft_p99(model, n, rate_at(n), prompt) <= target, hard, lower=batch, steps=20
-                )
-        if soft:
-            misses = _miss_curve(mix, model, prompt, batch, hard, rate_at, 0.9 * tpot_slo_s, tpot_offset_s)
-    return Capacity(rate, batch, mix.step(batch), bound, prompt, share, per_s, note, lift, misses)
+        if serving.rate_at(max(hard, batch)) > _HARD_LIMIT_MARGIN * rate:  # else a cliff: no curve
+            hard = _saturating_batch(serving, batch, hard, slo.saturation_ttft_s)
+            misses = _miss_curve(serving, batch, hard, 0.9 * slo.tpot_s, slo.tpot_offset_s)
+    return Capacity(rate, batch, serving.line.step(batch), bound, prompt, share, per_s, note, lift, misses)
 
 
-def _interference_bound(
-    mix: StepModel,
-    budget_s: float,
-    offset_s: float | None,
-    upper: float,
-    interference_at: Callable[[float], float],
-) -> float:
+def _batch_limits(
+    serving: _Serving, mix: RequestMix, batching: Batching, slo: Slo
+) -> list[tuple[float, str]]:
+    """The batches a full batch, the KV cache and the TPOT SLO each allow, with their names."""
+    limits = [(batching.fill * batching.max_batch, "max batch")]
+    if mix.kv_per_seq is not None and mix.kv_per_seq > 0:
+        limits.append((0.9 / mix.kv_per_seq, "KV cache"))
+    if slo.tpot_s is not None:
+        budget = 0.9 * slo.tpot_s
+        offset = slo.tpot_offset_s
+        line = serving.line
+        allowed = (
+            line.batch_for_step(budget - offset) if offset is not None else line.batch_for_step(budget / 1.25)
+        )
+        if serving.prompt is not None and serving.model.gamma > 0:
+            allowed = _interference_bound(serving, budget, offset, min([allowed] + [n for n, _ in limits]))
+        if batching.tpot_ok_now and batching.now is not None:
+            allowed = max(allowed, batching.now)
+        limits.append((allowed, "TPOT SLO"))
+    return limits
+
+
+def _saturating_batch(serving: _Serving, batch: float, hard: float, ttft_slo_s: float | None) -> float:
+    """``hard``, or below it the batch at which prompts queueing for their prefill reach
+    ``ttft_slo_s`` (searched from the bound's ``batch`` up: its TTFT is not modelled to break
+    below it)."""
+    if ttft_slo_s is not None:
+        target = _TTFT_BUDGET * ttft_slo_s
+        if serving.ttft_at(hard) > target:
+            return _largest_batch(lambda n: serving.ttft_at(n) <= target, hard, lower=batch, steps=20)
+    return hard
+
+
+def _interference_bound(serving: _Serving, budget_s: float, offset_s: float | None, upper: float) -> float:
     """The largest batch up to ``upper`` whose modelled p99 TPOT (the mean step, the learned
     offset or a quarter of the step, and the prompts' interference at that batch's rate) stays
     within ``budget_s``. Both the step and the rate grow with the batch: bisect."""
 
     def p99(n: float) -> float:
-        step = mix.step(n)
+        step = serving.line.step(n)
         offset = offset_s if offset_s is not None else 0.25 * step
-        return step + offset + interference_at(n)
+        return step + offset + serving.lift(n)
 
     if not math.isfinite(upper) or upper <= 0.0 or p99(upper) <= budget_s:
         return upper

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from tailguard.policy.arrivals import Arrivals, queue_waited, steady, window_serving
 from tailguard.policy.budget import burn_rate, planned_utilization
 from tailguard.policy.capacity import (
+    Batching,
     Capacity,
     Fit,
     PrefillFit,
+    RequestMix,
+    Slo,
     StepModel,
     anchored_model,
     capacity,
@@ -597,23 +600,20 @@ def capacity_of(
         return None
     return capacity(
         model,
-        output_tokens=engine.output_tokens,
-        max_batch=max_batch,
-        batch_fill=config.batch_fill,
-        tpot_slo_s=config.tpot_slo_s,
-        tpot_offset_s=engine.tpot_offset_s,
-        kv_per_seq=replica.kv_per_seq,
-        batch_now=replica.batch,
-        tpot_ok_now=tpot_ok,
-        prompt_tokens=engine.prompt_tokens,
-        # The modelled TTFT bound (``capacity.ttft_p99``) is not applied to the capacity: its
-        # queue assumes one spread of prompt lengths, and long prompts of narrow spread queue far
-        # less (one replica, ``make bench-queue``: the engine's p99 at 0.52-0.68x the model's); on
-        # the long-context benchmark it held 32 replicas where a flat 8 reach the target (31.8
-        # GPU-h at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects the capacity;
-        # the bound is where the burst correction starts and the floor of its cuts, and what the
-        # replicas serve within the SLO lifts it (``_burst_correction``).
-        ttft_slo_s=config.ttft_slo_s if ttft_bound else None,
+        RequestMix(engine.output_tokens, engine.prompt_tokens, replica.kv_per_seq),
+        Batching(max_batch, config.batch_fill, now=replica.batch, tpot_ok_now=tpot_ok),
+        Slo(
+            config.tpot_slo_s,
+            engine.tpot_offset_s,
+            # The modelled TTFT bound (``capacity.ttft_p99``) is not applied to the capacity: its
+            # queue assumes one spread of prompt lengths, and long prompts of narrow spread queue
+            # far less (one replica, ``make bench-queue``: the engine's p99 at 0.52-0.68x the
+            # model's); on the long-context benchmark it held 32 replicas where a flat 8 reach the
+            # target (31.8 GPU-h at 0.9989; without it 10.9 at 0.9942). A broken TTFT still corrects
+            # the capacity; the bound is where the burst correction starts and the floor of its
+            # cuts, and what the replicas serve within the SLO lifts it (``_burst_correction``).
+            ttft_s=config.ttft_slo_s if ttft_bound else None,
+            saturation_ttft_s=config.ttft_slo_s,
+        ),
         note=note,
-        saturation_ttft_s=config.ttft_slo_s,
     )

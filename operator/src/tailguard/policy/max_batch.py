@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from tailguard.policy.budget import planned_utilization
-from tailguard.policy.capacity import Capacity, StepModel, capacity
+from tailguard.policy.capacity import Batching, Capacity, RequestMix, Slo, StepModel, capacity
 from tailguard.policy.learning import EngineModel, ReplicaCapacity, capacity_of
 from tailguard.policy.need import ceil_replicas
 from tailguard.policy.observed import ReplicaFigures, finite, fmt_ms
@@ -159,13 +159,9 @@ def _propose(
     # Worth a rolling restart only if the fleet then needs at least one replica fewer.
     bigger = capacity(
         full,
-        output_tokens=out_tokens or 1.0,
-        max_batch=new,
-        batch_fill=config.batch_fill,
-        tpot_slo_s=slo,
-        tpot_offset_s=offset,
-        kv_per_seq=replica.kv_per_seq,
-        prompt_tokens=cap.prompt_tokens,
+        RequestMix(out_tokens or 1.0, cap.prompt_tokens, replica.kv_per_seq),
+        Batching(new, config.batch_fill),
+        Slo(slo, offset),
     )
     u = planned_utilization(config)
     if ceil_replicas(demand / (bigger.rate * scale * u)) >= ceil_replicas(demand / (cap.rate * scale * u)):
