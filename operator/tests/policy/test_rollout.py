@@ -9,7 +9,7 @@ import pytest
 
 from policy.helpers import CONFIG, Run, healthy
 from tailguard.policy import decide
-from tailguard.policy.rollout import keep_spare, rollout_base, rollout_pending_since
+from tailguard.policy.rollout import Rollout, keep_spare, rollout_base, rollout_pending_since
 
 NOW = 5000.0
 ROLLING = {"rollout_in_progress": True}
@@ -78,7 +78,7 @@ def test_keep_spare(
     obs = healthy(40.0, replicas, now=NOW, **fields)
     # 20 req/s per replica at the target utilization of 0.93: 100 req/s need 6
     spare = keep_spare(
-        CONFIG, obs, base, replicas=replicas, demand=demand, per_replica=20.0, idle=idle, own_change=False
+        CONFIG, obs, Rollout(base), replicas=replicas, demand=demand, per_replica=20.0, idle=idle
     )
     assert spare.replicas == expected, name
     assert bool(spare.parts) == says, name
@@ -140,8 +140,8 @@ def test_a_starved_rollout_keeps_no_spare(
 ) -> None:
     obs = healthy(40.0, replicas, now=NOW, rollout_in_progress=True, pending_replicas=pending)
     spare = keep_spare(
-        CONFIG, obs, 4, replicas=replicas, demand=0.0, per_replica=None, idle=False,
-        own_change=False, starved=True, broken=broken,
+        CONFIG, obs, Rollout(4, starved=True), replicas=replicas, demand=0.0, per_replica=None, idle=False,
+        broken=broken,
     )  # fmt: skip
     assert spare.replicas == expected, name
     assert bool(spare.parts) == (expected < replicas), name
@@ -149,10 +149,10 @@ def test_a_starved_rollout_keeps_no_spare(
 
 def test_the_reason_says_whose_rollout_it_is() -> None:
     obs = healthy(40.0, 4, now=NOW, **ROLLING)
-    theirs = keep_spare(
-        CONFIG, obs, 4, replicas=4, demand=0.0, per_replica=None, idle=False, own_change=False
+    theirs = keep_spare(CONFIG, obs, Rollout(4), replicas=4, demand=0.0, per_replica=None, idle=False)
+    ours = keep_spare(
+        CONFIG, obs, Rollout(4, own_change=True), replicas=4, demand=0.0, per_replica=None, idle=False
     )
-    ours = keep_spare(CONFIG, obs, 4, replicas=4, demand=0.0, per_replica=None, idle=False, own_change=True)
     assert theirs.parts == ("one replica spare while the rollout runs (one pod at a time is down)",)
     assert ours.parts == ("one replica spare while the max-batch change rolls out",)
 

@@ -22,18 +22,47 @@ Each interval, in order, each step in its own module:
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from tailguard.policy.arrivals import outlook, read_arrivals
-from tailguard.policy.learning import learn_engine, replica_capacity, teaching_figures
-from tailguard.policy.limits import apply_limits, clamp, remember_size
-from tailguard.policy.max_batch import choose_max_batch
-from tailguard.policy.need import size_need, startup_horizon
-from tailguard.policy.observed import check, replica_figures
-from tailguard.policy.rollout import keep_spare, rollout_base, rollout_pending_since, starved
+from tailguard.policy.arrivals import Arrivals, outlook, read_arrivals
+from tailguard.policy.learning import (
+    EngineModel,
+    ReplicaCapacity,
+    learn_engine,
+    replica_capacity,
+    teaching_figures,
+)
+from tailguard.policy.limits import Limited, apply_limits, clamp, remember_size
+from tailguard.policy.max_batch import BatchChoice, choose_max_batch
+from tailguard.policy.need import Need, size_need, startup_horizon
+from tailguard.policy.observed import DataProblem, check, replica_figures
+from tailguard.policy.rollout import Rollout, Spare, keep_spare, rollout_base, rollout_pending_since, starved
 from tailguard.policy.state import PolicyState
 from tailguard.policy.types import Decision, Observation, PolicyConfig
-from tailguard.policy.window import read_window
+from tailguard.policy.window import Window, read_window
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """What the steps of one valid decision found: the next state and the reason are made of it."""
+
+    load: Arrivals
+    engine: EngineModel
+    cap: ReplicaCapacity
+    need: Need
+    limited: Limited
+    batch: BatchChoice
+    spare: Spare
+    #: The rollout's base (:func:`rollout_base`) and since when a pod of it has been Pending.
+    rollout_base: int | None
+    pending_since: float | None
+    #: The max batch the pods not restarted yet run, while a max-batch change rolls out.
+    max_batch_before: int | None
+
+    @property
+    def limits(self) -> tuple[str, ...]:
+        """The limits that bound the decision, each once, in the order the steps met them."""
+        return tuple(dict.fromkeys((*self.limited.limits, *self.batch.limits)))
 
 
 def decide(
@@ -44,16 +73,13 @@ def decide(
     current = obs.desired_replicas
     problem = check(config, obs, now)
     if problem is not None:
-        held, held_limits = clamp(config, current)
-        sentence = f"{problem.sentence}; holding {held} replica{'s' if held != 1 else ''}"
-        return Decision(held, obs.max_batch, False, problem.code, sentence, tuple(held_limits)), state
+        return _hold(config, obs, problem), state
 
     if state.started_at is None:
         # A fresh start (or a lost annotation): remember the current size as a recommendation,
         # so nothing scales down before a full window of our own observations.
         state = replace(PolicyState(), started_at=now, recommendations=((now, current),))
     window = read_window(config, state, obs, now)
-    broken = window.broken
     replica = replica_figures(obs)
 
     load = read_arrivals(config, state, obs, replica, window)
@@ -72,39 +98,69 @@ def decide(
     cap = replica_capacity(config, state, serving, replica, engine, load, window)
     need = size_need(config, state, obs, replica, load, ahead, cap, window)
     limited = apply_limits(config, state, obs, need, window)
+    keep = BatchChoice(obs.max_batch, state.last_max_batch_change_at, limited.replicas, limited.code)
     batch = choose_max_batch(
-        config, obs, replica, engine, cap, window,
-        replicas=limited.replicas, code=limited.code, demand=ahead.demand,
-        last_change=state.last_max_batch_change_at, queue_gone=load.queue_gone,
-    )  # fmt: skip
+        config, obs, replica, engine, cap, window, keep=keep, demand=ahead.demand, queue_gone=load.queue_gone
+    )
     changed = batch.max_batch != obs.max_batch
     base = rollout_base(obs, state.rollout_base, changed_to=limited.replicas if changed else None)
     patience_s = startup_horizon(config, obs)
     pending_since = rollout_pending_since(obs, state.rollout_pending_since, now, patience_s)
+    rollout = Rollout(base, own_change=before is not None, starved=starved(pending_since, now, patience_s))
     spare = keep_spare(
-        config, obs, base,
+        config, obs, rollout,
         replicas=batch.replicas, demand=ahead.demand, per_replica=cap.per_replica, idle=window.idle,
-        own_change=before is not None, starved=starved(pending_since, now, patience_s), broken=broken,
+        broken=window.broken,
     )  # fmt: skip
-    final = spare.replicas
-    limits = tuple(dict.fromkeys((*limited.limits, *batch.limits)))
+    steps = _Steps(load, engine, cap, need, limited, batch, spare, base, pending_since, before)
+    decision = Decision(
+        replicas=spare.replicas,
+        max_batch=batch.max_batch,
+        valid=True,
+        reason_code=batch.code,
+        reason=_reason(obs, steps),
+        limits=steps.limits,
+        recommended=need.recommended,
+        capacity_per_replica=cap.per_replica,
+    )
+    return decision, _next_state(config, state, obs, window, steps)
 
-    parts = [*need.parts, *limited.parts, *batch.parts, *spare.parts]
+
+def _hold(config: PolicyConfig, obs: Observation, problem: DataProblem) -> Decision:
+    """The decision on data that cannot drive one: the current size, clamped to the bounds."""
+    held, held_limits = clamp(config, obs.desired_replicas)
+    sentence = f"{problem.sentence}; holding {held} replica{'s' if held != 1 else ''}"
+    return Decision(held, obs.max_batch, False, problem.code, sentence, tuple(held_limits))
+
+
+def _reason(obs: Observation, steps: _Steps) -> str:
+    """The reason sentence: each step's parts, then the replicas set and what bound them."""
+    final = steps.spare.replicas
+    parts = [*steps.need.parts, *steps.limited.parts, *steps.batch.parts, *steps.spare.parts]
     parts.append(f"→ {final} replica{'s' if final != 1 else ''}")
     if obs.starting_replicas:
         parts.append(f"{obs.starting_replicas} starting")
     if obs.pending_replicas:
         parts.append(f"{obs.pending_replicas} pending")
-    if limits:
-        parts.append("limited by " + ", ".join(limits))
+    if steps.limits:
+        parts.append("limited by " + ", ".join(steps.limits))
+    return "; ".join(parts)
 
+
+def _next_state(
+    config: PolicyConfig, state: PolicyState, obs: Observation, window: Window, steps: _Steps
+) -> PolicyState:
+    """What this decision leaves for the next one."""
+    now, current, final = window.now, obs.desired_replicas, steps.spare.replicas
+    load, engine, cap, need, probe = steps.load, steps.engine, steps.cap, steps.need, steps.need.probe
     direction = (final > current) - (final < current)
-    new_state = replace(
+    changed = steps.batch.max_batch != obs.max_batch
+    return replace(
         state,
         budget=need.budget,
         fleet_sizes=remember_size(state.fleet_sizes, now, max(current, final), config),
         last_valid_at=now,
-        recommendations=limited.recommendations,
+        recommendations=steps.limited.recommendations,
         rate_level=load.level,
         rate_trend=load.trend,
         waiting=obs.waiting or 0.0,
@@ -124,27 +180,16 @@ def decide(
         ready_changed_at=window.ready_changed_at,
         last_scale_at=now if direction else state.last_scale_at,
         last_direction=direction if direction else state.last_direction,
-        last_max_batch_change_at=batch.changed_at,
-        max_batch_before=obs.max_batch if changed else before,
-        rollout_base=base,
-        rollout_pending_since=pending_since,
-        last_breach_at=now if broken else state.last_breach_at,
-        probe_replicas=need.probe.replicas if need.probe else None,
-        probe_misses=need.probe.misses if need.probe else None,
-        probe_load=need.probe.load if need.probe else None,
-        probe_at=need.probe.at if need.probe else None,
+        last_max_batch_change_at=steps.batch.changed_at,
+        max_batch_before=obs.max_batch if changed else steps.max_batch_before,
+        rollout_base=steps.rollout_base,
+        rollout_pending_since=steps.pending_since,
+        last_breach_at=now if window.broken else state.last_breach_at,
+        probe_replicas=probe.replicas if probe else None,
+        probe_misses=probe.misses if probe else None,
+        probe_load=probe.load if probe else None,
+        probe_at=probe.at if probe else None,
         in_flight=load.in_flight,
         queue_seen_at=load.queue_at,
         jump_seen_at=load.jump_at,
     )
-    decision = Decision(
-        replicas=final,
-        max_batch=batch.max_batch,
-        valid=True,
-        reason_code=batch.code,
-        reason="; ".join(parts),
-        limits=limits,
-        recommended=need.recommended,
-        capacity_per_replica=cap.per_replica,
-    )
-    return decision, new_state

@@ -8,10 +8,10 @@ while replicas start, and the fleet keeps one replica spare for the pod that is 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tailguard.policy.budget import planned_utilization
-from tailguard.policy.capacity import Batching, Capacity, RequestMix, Slo, StepModel, capacity
+from tailguard.policy.capacity import Batching, RequestMix, Slo, capacity
 from tailguard.policy.learning import EngineModel, ReplicaCapacity, capacity_of
 from tailguard.policy.need import ceil_replicas
 from tailguard.policy.observed import ReplicaFigures, finite, fmt_ms
@@ -46,41 +46,38 @@ def choose_max_batch(
     cap: ReplicaCapacity,
     window: Window,
     *,
-    replicas: int,
-    code: Reason,
+    keep: BatchChoice,
     demand: float,
-    last_change: float | None,
     queue_gone: bool,
 ) -> BatchChoice:
-    """The max batch for this decision, with ``replicas`` and ``code`` as the limits left them.
-    A change raises ``replicas`` to keep one spare for the pod that is down; through the rollout
-    that follows, :func:`tailguard.policy.rollout.keep_spare` keeps it."""
+    """The max batch for this decision, or ``keep`` (the max batch the pods run, with the replicas
+    and the code the limits left, and its last change). A change raises the replicas to keep one
+    spare for the pod that is down; through the rollout that follows,
+    :func:`tailguard.policy.rollout.keep_spare` keeps it."""
     now, broken, idle, settled = window.now, window.broken, window.idle, window.settled
-    keep = BatchChoice(obs.max_batch, last_change, replicas, code)
-    model, modelled, per_replica = cap.model, cap.modelled, cap.per_replica
-    if model is None or modelled is None or per_replica is None or idle:
+    per_replica = cap.per_replica
+    if per_replica is None or idle:
         return keep
     waiting = obs.waiting or 0.0
     if not settled or (broken and waiting > 0) or not (queue_gone or not broken):
         return keep
-    proposal = _propose(config, obs, model, modelled, engine, replica, demand, cap.scale)
+    proposal = _propose(config, obs, cap, engine, replica, demand)
     if proposal is None:
         return keep
     new_batch, why = proposal
     if obs.rollout_in_progress:
-        return BatchChoice(obs.max_batch, last_change, replicas, code, limits=(Limit.ROLLOUT.value,))
+        return replace(keep, limits=(Limit.ROLLOUT.value,))
+    last_change = keep.changed_at
     if last_change is not None and now - last_change < config.max_batch_change_interval_s:
-        return BatchChoice(
-            obs.max_batch, last_change, replicas, code, limits=(Limit.MAX_BATCH_INTERVAL.value,)
-        )
-    current = obs.desired_replicas
+        return replace(keep, limits=(Limit.MAX_BATCH_INTERVAL.value,))
+    current, replicas = obs.desired_replicas, keep.replicas
     if (
         obs.starting_replicas
         or obs.pending_replicas
         or not (new_batch < obs.max_batch or replicas <= current)
     ):
         return keep
-    new_cap = capacity_of(config, model, engine, new_batch, replica, False, None)
+    new_cap = capacity_of(config, cap.model, engine, new_batch, replica, False, None)
     slower = min(per_replica, new_cap.rate * cap.scale if new_cap else per_replica)
     during = with_spare(config, demand, slower)
     if during > config.max_replicas:
@@ -108,14 +105,15 @@ def _round_down(value: float, step: int = 8) -> int:
 def _propose(
     config: PolicyConfig,
     obs: Observation,
-    model: StepModel,
-    cap: Capacity,
+    learned: ReplicaCapacity,
     engine: EngineModel,
     replica: ReplicaFigures,
     demand: float,
-    scale: float,
 ) -> tuple[int, str] | None:
-    """A new max batch and why, or ``None`` to keep it."""
+    """A new max batch and why, or ``None`` to keep it (or with nothing modelled to size with)."""
+    model, cap, scale = learned.model, learned.modelled, learned.scale
+    if model is None or cap is None:
+        return None
     lo, hi = config.max_batch_min, config.max_batch_max
     if not config.max_batch_tuning or lo >= hi:
         return None

@@ -79,31 +79,41 @@ def starved(pending_since: float | None, now: float, patience_s: float) -> bool:
     return pending_since is not None and now - pending_since >= patience_s
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """The rollout under way as the policy follows it (``base`` ``None``: none runs)."""
+
+    #: The fleet to keep a spare above (:func:`rollout_base`).
+    base: int | None
+    #: The rollout is a max-batch change this policy made (the reason says so).
+    own_change: bool = False
+    #: A pod of it waited a start-up horizon for a GPU (:func:`starved`).
+    starved: bool = False
+
+
 def keep_spare(
     config: PolicyConfig,
     obs: Observation,
-    base: int | None,
+    rollout: Rollout,
     *,
     replicas: int,
     demand: float,
     per_replica: float | None,
     idle: bool,
-    own_change: bool,
-    starved: bool = False,
     broken: bool = False,
 ) -> Spare:
-    """``replicas``, raised while a rollout runs to one more than ``base`` or than what ``demand``
+    """``replicas``, raised while a rollout runs to one more than its base or than what ``demand``
     needs at ``per_replica`` (:func:`with_spare`), whichever is more, at most ``max_replicas``;
     the reason says so at every decision the spare holds the fleet, not only at the one that
     added it. No spare for an idle service, for one replica (rolled with a surge pod), nor while a
-    pod is Pending for want of a GPU (a spare would not be scheduled either). ``starved``
-    (:func:`starved`): a pod waited a start-up horizon for a GPU during this rollout: no spare for
-    the rest of it, and the replicas above ``base`` that are Pending are given back, so the rollout
-    can free a GPU (not in a breach: ``broken``, when nothing scales down). ``own_change``: the
-    rollout is a max-batch change this policy made (the reason says so)."""
+    pod is Pending for want of a GPU (a spare would not be scheduled either). A starved rollout
+    (a pod waited a start-up horizon for a GPU): no spare for the rest of it, and the replicas
+    above its base that are Pending are given back, so the rollout can free a GPU (not in a
+    breach: ``broken``, when nothing scales down)."""
+    base = rollout.base
     if not obs.rollout_in_progress or base is None or idle:
         return Spare(replicas)
-    if starved:
+    if rollout.starved:
         kept = max(base, replicas - obs.pending_replicas)
         if kept >= replicas or broken:
             return Spare(replicas)
@@ -123,5 +133,9 @@ def keep_spare(
         # (one replica alone rolls with a surge pod, nothing down: ``k8s.render.rolling_update``;
         # more is asked for than the spare: a breach, a schedule; or max replicas leaves none)
         return Spare(replicas)
-    what = "the max-batch change rolls out" if own_change else "the rollout runs (one pod at a time is down)"
+    what = (
+        "the max-batch change rolls out"
+        if rollout.own_change
+        else "the rollout runs (one pod at a time is down)"
+    )
     return Spare(spare, (f"one replica spare while {what}",))
