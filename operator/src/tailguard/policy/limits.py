@@ -59,7 +59,11 @@ def apply_limits(
     final = recommended
     limits: list[str] = []
     if final < current:
-        final = current if broken else _limit_down(config, state, obs, need, history, final, limits, now)
+        if broken:
+            final = current
+        else:
+            final, held_by = _limit_down(config, state, obs, need, history, final, now)
+            limits.extend(held_by)
     elif final > current and config.scale_up_stabilization_s > 0:
         recent = [r for t, r in history if now - t <= config.scale_up_stabilization_s]
         stable = max(current, min(recent))
@@ -90,12 +94,12 @@ def _limit_down(
     need: Need,
     history: tuple[SizeAt, ...],
     final: int,
-    limits: list[str],
     now: float,
-) -> int:
+) -> tuple[int, list[str]]:
     """A scale-down, held by the window's largest recommendation (over a shorter window through a
-    gradual fall), the rate and a rollout."""
+    gradual fall), the rate and a rollout; and the limits that held it."""
     current = obs.desired_replicas
+    limits: list[str] = []
     window_s = config.scale_down_stabilization_s
     # (the size found at a start keeps its whole window: the cautious start)
     stable_s = falling_window_s(config, obs) if need.gradual_fall else window_s
@@ -111,7 +115,7 @@ def _limit_down(
     if final < current and obs.rollout_in_progress:
         final = current
         limits.append(Limit.ROLLOUT.value)
-    return final
+    return final, limits
 
 
 def clamp(config: PolicyConfig, replicas: int) -> tuple[int, list[str]]:

@@ -283,7 +283,7 @@ def size_need(
     elif up > current:
         recommended = up
     elif broken:
-        added, withheld, probe = _one_more(config, state, obs, replica, load, memory, probe, startup, window)
+        added, withheld, probe = _one_more(config, state, obs, replica, load, memory, window)
         recommended = current + 1 if added else current
     else:
         recommended = _fits_fewer(config, load, ahead, per_replica, u, planned, current)
@@ -431,13 +431,13 @@ def _one_more(
     replica: ReplicaFigures,
     load: Arrivals,
     memory: BudgetMemory,
-    probe: Probe | None,
-    startup: float,
     window: Window,
 ) -> tuple[bool, str, Probe | None]:
     """A breach the model sees room for: whether to add one replica anyway, the sentence of why
     none was added, and the probe to remember."""
     now = window.now
+    probe = remembered_probe(state, now)
+    startup = startup_horizon(config, obs)
     # The replicas asked for this breach have drained its queue (seen within the rate window,
     # none now): the p99s still carry its tail, which says nothing against the model.
     queue_at, scaled_at = load.queue_at, state.last_scale_at
