@@ -19,6 +19,7 @@ from tailguard.policy.budget import (
     BUCKETS,
     GAIN_MAX,
     GAIN_MIN,
+    MISS_SCALE_MAX,
     PEAK_BUCKETS,
     PEAK_FLOOR,
     PEAK_STEP,
@@ -28,9 +29,11 @@ from tailguard.policy.budget import (
     burn_rate,
     given_trend,
     headroom,
+    miss_curve_scale,
     peak_follows,
     planned_utilization,
     record_attainment,
+    record_curve_misses,
     record_load,
     soften,
     utilization_relief,
@@ -573,6 +576,56 @@ def test_a_soft_capacity_never_holds_more_and_keeps_the_order_of_targets(
         assert room.held(now)[0] <= headroom(memory, 1.0 - target).held(now)[0] + 1e-9
 
 
+@pytest.mark.parametrize(
+    ("missed", "expected", "scale_from", "scale_to"),
+    [
+        pytest.param(0.02, 0.005, 3.5, 4.0, id="windows miss four times what the curve reads"),
+        pytest.param(0.001, 0.005, 1.0, 1.0, id="a curve that reads more is kept as it is"),
+        pytest.param(
+            0.5, 0.0, MISS_SCALE_MAX, MISS_SCALE_MAX, id="misses the curve never reads: at most the cap"
+        ),
+    ],
+)
+def test_the_miss_curve_is_scaled_to_what_the_services_own_windows_showed(
+    missed: float, expected: float, scale_from: float, scale_to: float
+) -> None:
+    memory = BudgetMemory()
+    for _ in range(240):  # an hour of windows at 20 req/s
+        memory = record_curve_misses(memory, missed, expected, 20.0, STEP)
+    assert scale_from <= miss_curve_scale(memory, 0.01) <= scale_to
+
+
+def test_the_miss_curve_is_not_scaled_on_a_few_requests_and_forgets_an_old_hour() -> None:
+    few = record_curve_misses(BudgetMemory(), 0.5, 0.001, 5.0, STEP)  # 75 requests, under 1/budget
+    assert miss_curve_scale(few, 0.01) == 1.0
+    first = record_curve_misses(few, 0.5, 0.001, 5.0, STEP)
+    assert miss_curve_scale(first, 0.01) < 100.0, "one request each way keeps a first miss modest"
+    memory = BudgetMemory()
+    for _ in range(240):
+        memory = record_curve_misses(memory, 0.02, 0.005, 20.0, STEP)
+    for _ in range(240 * 4):  # four hours at the curve's own misses
+        memory = record_curve_misses(memory, 0.005, 0.005, 20.0, STEP)
+    assert miss_curve_scale(memory, 0.01) < 1.2
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    loads=st.lists(st.floats(0.0, 500.0), min_size=20, max_size=120),
+    scales=st.tuples(st.floats(1.0, 100.0), st.floats(1.0, 100.0)),
+    now=st.floats(0.0, 500.0),
+)
+def test_a_scaled_miss_curve_holds_more_but_never_more_than_the_quantile(
+    loads: list[float], scales: tuple[float, float], now: float
+) -> None:
+    memory = _memory(loads)
+    room = headroom(memory, 0.01)
+    low, high = sorted(scales)
+    held_low = soften(room, memory, 0.01, _gentle, low).held(now)[0]
+    held_high = soften(room, memory, 0.01, _gentle, high).held(now)[0]
+    assert held_low <= held_high + 1e-9
+    assert held_high <= room.held(now)[0] + 1e-9
+
+
 def _prompt_heavy(rate: float, replicas: int) -> Observation:
     """Code completion on 8B H100 replicas (2,000-token prompts, 30-token answers) at ``rate``:
     the step, batch and p99 TPOT the simulator's engine shows, the prompts' chunks included."""
@@ -610,6 +663,40 @@ def test_a_prompt_heavy_service_holds_less_than_its_bursts_where_misses_grow_gen
     assert holding is not None, calm.reason
     assert 3.0 < float(holding.group(2)) < 30.0, calm.reason
     assert "bound by TPOT SLO" in calm.reason, calm.reason
+
+
+def test_a_curve_whose_floor_alone_spends_the_budget_holds_the_unsoftened_quantile() -> None:
+    """Scaled by what the windows showed, a curve may miss more than the budget's share even far
+    below every load in the history: no softer hold pays for that, so the quantile is held."""
+    memory = _memory(_bursts(10.0, 40.0, 50))
+    room = headroom(memory, budget=0.01)
+    floored = soften(room, memory, 0.01, lambda load: min(1.0, 0.0005 + _gentle(load)), scale=40.0)
+    assert floored.held(10.0)[0] == pytest.approx(room.held(10.0)[0])
+    assert not floored.soft
+
+
+def test_a_prompt_heavy_service_whose_windows_miss_more_than_the_curve_holds_more() -> None:
+    """The same bursts, but each burst's windows show 0.1% of requests missing on the fleet the
+    policy sized, about twice what the curve reads for them: the curve is scaled to what the
+    windows showed, the hold is for a larger load, and the reason says so."""
+    config = replace(CONFIG, budget_headroom=True, ttft_slo_s=1.0, max_replicas=32)
+
+    def calm_after(burst_good: float) -> Decision:
+        run = Run(config=config, replicas=4)
+        for _ in range(8):
+            run.hold(lambda n: _prompt_heavy(3.0, n), 240)
+            run.hold(lambda n: replace(_prompt_heavy(30.0, n), goodput=burst_good), 60)
+        return run.hold(lambda n: _prompt_heavy(3.0, n), 120)
+
+    def held_for(decision: Decision) -> float:
+        holding = re.search(r"holding \d+ for ([\d.]+) req/s", decision.reason)
+        assert holding is not None, decision.reason
+        return float(holding.group(1))
+
+    as_modelled, missing = calm_after(1.0), calm_after(0.999)
+    assert "× the model's, as its windows showed" not in as_modelled.reason, as_modelled.reason
+    assert re.search(r"gently above the capacity; [\d.]+× the model's, as its windows showed", missing.reason)
+    assert held_for(missing) > held_for(as_modelled), (missing.reason, as_modelled.reason)
 
 
 def test_a_calm_that_never_tests_the_hold_cannot_relax_it_below_a_recurring_burst() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from policy.helpers import CONFIG, Run, healthy
 from tailguard.policy import Limit, PolicyState, decide
+from tailguard.policy.budget import BudgetMemory
 
 
 def test_round_trip() -> None:
@@ -59,3 +60,12 @@ def test_a_jump_histogram_written_before_it_reached_78x_is_kept() -> None:
     assert state.budget.gain == 0.5
     # A histogram of neither length is no history.
     assert PolicyState.from_json(json.dumps({"budget": {"jumps": [1.0] * 40}})).budget.jumps == ()
+
+
+def test_what_the_miss_curve_read_survives_a_restart_and_a_torn_record_starts_over() -> None:
+    memory = BudgetMemory(curve_requests=4000.0, curve_missed=80.0, curve_expected=20.0)
+    kept = PolicyState.from_json(PolicyState(budget=memory).to_json()).budget
+    assert (kept.curve_requests, kept.curve_missed, kept.curve_expected) == (4000.0, 80.0, 20.0)
+    torn = {"budget": {"curve_requests": 10.0, "curve_missed": 80.0, "curve_expected": 20.0}}
+    reset = PolicyState.from_json(json.dumps(torn)).budget
+    assert (reset.curve_requests, reset.curve_missed, reset.curve_expected) == (0.0, 0.0, 0.0)

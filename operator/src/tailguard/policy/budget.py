@@ -75,6 +75,10 @@ FALLING_SHARE_MIN = 0.1
 #: breach test judges a window's misses against it whatever the target, and a larger budget holds
 #: at least ``1 − (budget − P99_ALLOWED)`` of what this one would (``Headroom.held``).
 P99_ALLOWED = 0.01
+#: The most the miss curve of a soft capacity is scaled by what the service's own windows showed
+#: (code completion's bursts, shorter than the window that reads them, showed three to five times
+#: the curve's misses on the fleet the policy sized).
+MISS_SCALE_MAX = 100.0
 
 
 def lenient(budget: float) -> bool:
@@ -111,6 +115,12 @@ class BudgetMemory:
     #: load they start from (:func:`peak_follows`). Six digits, not the histograms' four: the
     #: variance is a difference of two of them.
     peak_fit: tuple[float, ...] = ()
+    #: Decayed sums over the long window of the windows a soft capacity's miss curve was read
+    #: for on the policy's own fleet: their requests, those that missed an SLO, and those the
+    #: curve read as missing at the window's load (:func:`miss_curve_scale`).
+    curve_requests: float = 0.0
+    curve_missed: float = 0.0
+    curve_expected: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,8 @@ class Headroom:
     #: The hold was lowered to what the budget pays for in misses above a soft capacity
     #: (:func:`soften`).
     soft: bool = False
+    #: What the soft capacity's miss curve was multiplied by (:func:`miss_curve_scale`).
+    miss_scale: float = 1.0
     #: Read from what falling loads met (:func:`given_trend`), not the whole history.
     while_falling: bool = False
     #: How far the history's peaks follow the load they start from (:func:`peak_follows`), and
@@ -315,6 +327,34 @@ def record_attainment(
     )
 
 
+def record_curve_misses(
+    memory: BudgetMemory, missed: float, expected: float, rate: float, elapsed_s: float
+) -> BudgetMemory:
+    """Add a window's requests (``rate`` per second over ``elapsed_s``), ``missed`` of them
+    missing an SLO where a soft capacity's miss curve read ``expected`` at the window's load."""
+    if not (math.isfinite(missed) and math.isfinite(expected)) or rate <= 0 or elapsed_s <= 0:
+        return memory
+    n = rate * elapsed_s
+    return replace(
+        memory,
+        curve_requests=_fade(memory.curve_requests, elapsed_s, LONG_WINDOW_S) + n,
+        curve_missed=_fade(memory.curve_missed, elapsed_s, LONG_WINDOW_S) + n * min(1.0, max(0.0, missed)),
+        curve_expected=_fade(memory.curve_expected, elapsed_s, LONG_WINDOW_S)
+        + n * min(1.0, max(0.0, expected)),
+    )
+
+
+def miss_curve_scale(memory: BudgetMemory, budget: float) -> float:
+    """How many times the misses the policy's own windows showed exceed what the soft capacity's
+    miss curve read for them: 1 before ``1/budget`` requests, never below 1 (a curve that reads
+    more keeps the hold it gives), at most ``MISS_SCALE_MAX``. One request on each side keeps a
+    first miss in a quiet hour from reading as a hundredfold."""
+    if memory.curve_requests < 1.0 / max(budget, 1e-6):
+        return 1.0
+    ratio = (memory.curve_missed + 1.0) / (memory.curve_expected + 1.0)
+    return min(MISS_SCALE_MAX, max(1.0, ratio))
+
+
 def burn_rate(good: float, total: float, budget: float) -> float | None:
     """The share of requests missed over the budget; ``None`` with too few requests to tell."""
     if total < 1.0 / max(budget, 1e-6):
@@ -434,7 +474,9 @@ def _quantiles(memory: BudgetMemory, quantile: float) -> tuple[float, float]:
     return ratio, float(PEAK_FLOOR * PEAK_STEP ** _quantile_position(memory.peaks, quantile))
 
 
-def soften(room: Headroom, memory: BudgetMemory, budget: float, misses: Callable[[float], float]) -> Headroom:
+def soften(
+    room: Headroom, memory: BudgetMemory, budget: float, misses: Callable[[float], float], scale: float = 1.0
+) -> Headroom:
     """Hold no more than the misses the budget pays for, where the capacity is a soft bound.
 
     ``misses(y)`` is the share of requests missing at ``y`` times the capacity (1% at 1). The
@@ -442,13 +484,21 @@ def soften(room: Headroom, memory: BudgetMemory, budget: float, misses: Callable
     prompts' interference with TPOT) a burst above it costs only the extra misses it makes. So
     the hold is also read as the smallest load to hold for at which the history's requests,
     weighted as in the quantile, would miss no more than the share the quantile allows
-    (``budget·gain``): the lower of the two is kept, and so is the 1% budget's floor.
+    (``budget·gain``): the lower of the two is kept, and so is the 1% budget's floor. ``scale``
+    multiplies the curve (what the service's own windows showed of it, :func:`miss_curve_scale`).
     """
     if not room.learned:
         return room
+    if scale != 1.0:
+        curve = misses
+
+        def misses(load: float) -> float:
+            return min(1.0, scale * curve(load))
+
     ratio, peak = _soft_hold(memory, budget * _quantile_gain(memory.gain), misses)
     ratio, peak = min(room.ratio, ratio), min(room.peak, peak)
-    softened = replace(room, ratio=ratio, peak=peak, soft=ratio < room.ratio or peak < room.peak)
+    soft = ratio < room.ratio or peak < room.peak
+    softened = replace(room, ratio=ratio, peak=peak, soft=soft, miss_scale=scale)
     if room.floor_share <= 0.0:
         return softened
     floor_ratio, floor_peak = _soft_hold(memory, P99_ALLOWED * _quantile_gain(memory.gain), misses)
@@ -489,7 +539,11 @@ def _soft_position(
     lo, hi = 0, len(weights)
     if missed(lo) <= share:
         return 0.0
-    # Invariant: missed(lo) > share >= missed(hi) (beyond the last bucket nothing is missed).
+    if missed(hi) > share:
+        # A curve that misses more than the share even far below every value (its floor, scaled
+        # by what the windows showed) holds the top of the histogram: nothing softer pays.
+        return float(hi)
+    # Invariant: missed(lo) > share >= missed(hi).
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if missed(mid) <= share:

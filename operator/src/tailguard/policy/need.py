@@ -22,8 +22,10 @@ from tailguard.policy.budget import (
     given_trend,
     headroom,
     lenient,
+    miss_curve_scale,
     planned_utilization,
     record_attainment,
+    record_curve_misses,
     record_load,
     soften,
     utilization_relief,
@@ -184,6 +186,7 @@ def _learn_budget(
     obs: Observation,
     load: float,
     window: Window,
+    cap: ReplicaCapacity,
     *,
     falling: bool,
 ) -> tuple[BudgetMemory, Headroom, float]:
@@ -216,7 +219,26 @@ def _learn_budget(
         and obs.desired_replicas >= min(state.recommendations[-1][1], config.max_replicas)
     )
     memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet, gain_ceiling(config))
+    if own_fleet:
+        memory = _read_miss_curve(memory, obs, cap, load, window)
     return memory, headroom(memory, budget), startup
+
+
+def _read_miss_curve(
+    memory: BudgetMemory, obs: Observation, cap: ReplicaCapacity, load: float, window: Window
+) -> BudgetMemory:
+    """Fold in what a soft capacity's miss curve read for this window, at the load the hold is
+    sized for on the replicas that served it, beside the share that missed."""
+    # The curve is the model's, read under Poisson load; arrivals in bursts shorter than the
+    # window that reads them miss more at the same reading (code completion: three to five times
+    # the curve on the fleet the policy sized). Only the policy's own fleet says what its hold
+    # meets: a fleet sized by hindsight or by hand serves the bursts the readings dilute.
+    curve = cap.modelled.misses if cap.modelled is not None else None
+    each, good = cap.burst or cap.healthy, good_share(obs)
+    if curve is None or good is None or not each or obs.ready_replicas <= 0 or window.idle:
+        return memory
+    expected = curve.share(load / (obs.ready_replicas * each))
+    return record_curve_misses(memory, 1.0 - good, expected, obs.request_rate or 0.0, window.elapsed)
 
 
 def size_need(
@@ -240,7 +262,7 @@ def size_need(
     # A burst shorter than the rate window counts at the height the burst window saw: the rate
     # window's mean dilutes a ten-second burst twelvefold, and the hold would miss it every time.
     seen = max(ahead.measured, load.burst)
-    memory, room, startup = _learn_budget(config, state, obs, seen, window, falling=ahead.falling)
+    memory, room, startup = _learn_budget(config, state, obs, seen, window, cap, falling=ahead.falling)
     u, planned = _utilization(config, cap, memory)
     relieved = u > planned * 1.001
     sized = None
@@ -373,7 +395,8 @@ def _budget_hold(
         return Held(None, 0.0, 0.0, room)
     curve = cap.modelled.misses if cap.modelled is not None else None
     if curve is not None:
-        room = soften(room, held_from, config.error_budget, curve.share)
+        scale = miss_curve_scale(held_from, config.error_budget)
+        room = soften(room, held_from, config.error_budget, curve.share, scale)
     held_load, floored = room.held(seen)
     each = cap.burst or healthy
     return Held(ceil_replicas(held_load / each), held_load, each, room, floored=floored)
@@ -584,7 +607,13 @@ def _holding_sentence(held: Held, startup_s: float, burst_scale: float, seen: fl
         what = (
             f"the load within {startup_s:.0f} s in {history}, less what costs at most "
             f"{1.0 - room.quantile:.1%} of its requests in TPOT misses (they grow gently above "
-            "the capacity)"
+            "the capacity"
+            + (
+                f"; {room.miss_scale:.1f}× the model's, as its windows showed"
+                if room.miss_scale >= 1.05
+                else ""
+            )
+            + ")"
         )
     if held.floored:
         # A larger budget sheds at most its extra misses' share of what a 1% budget holds.

@@ -234,6 +234,12 @@ def _parse_budget(value: Any) -> Any:
     peak_fit = tuple(n for n in fit if n is not None) if all(n is not None for n in fit) else ()
     if peak_fit and (peak_fit[0] <= 0 or peak_fit[2] < 0):
         peak_fit = ()
+    curve = {}
+    for key in ("curve_requests", "curve_missed", "curve_expected"):
+        number = _number(value.get(key))
+        curve[key] = number if number is not None and number >= 0 else 0.0
+    if max(curve["curve_missed"], curve["curve_expected"]) > curve["curve_requests"]:
+        curve = dict.fromkeys(curve, 0.0)
     raw_fell = value.get("falling_at")
     fell = [_number(v) for v in raw_fell] if isinstance(raw_fell, list) else []
     recent = tuple(loads[-64:])
@@ -247,4 +253,5 @@ def _parse_budget(value: Any) -> Any:
         gain=gain if gain is not None and gain > 0 else 1.0,
         peak_fit=peak_fit,
         **sums,
+        **curve,
     )
