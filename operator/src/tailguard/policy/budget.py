@@ -76,8 +76,8 @@ FALLING_SHARE_MIN = 0.1
 #: at least ``1 − (budget − P99_ALLOWED)`` of what this one would (``Headroom.held``).
 P99_ALLOWED = 0.01
 #: The most the miss curve of a soft capacity is scaled by what the service's own windows showed
-#: (code completion's bursts, shorter than the window that reads them, showed three to five times
-#: the curve's misses on the fleet the policy sized).
+#: (code completion's bursts, shorter than the window that reads them, showed 2.1–5.3 times the
+#: curve's misses on the fleet the policy sized, at most 7.3).
 MISS_SCALE_MAX = 100.0
 
 
