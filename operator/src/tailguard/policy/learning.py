@@ -17,6 +17,7 @@ from tailguard.policy.capacity import (
     Batching,
     Capacity,
     Fit,
+    MissCurve,
     PrefillFit,
     RequestMix,
     Slo,
@@ -284,6 +285,11 @@ class ReplicaCapacity:
     def burst(self) -> float | None:
         """What one replica meets of a burst: ``healthy`` × ``burst_scale``."""
         return None if self.healthy is None else self.healthy * self.burst_scale
+
+    @property
+    def misses(self) -> MissCurve | None:
+        """How misses grow above the modelled capacity where it is a soft bound (``None``: none)."""
+        return self.modelled.misses if self.modelled is not None else None
 
 
 def replica_capacity(

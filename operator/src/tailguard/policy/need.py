@@ -220,22 +220,26 @@ def _learn_budget(
     )
     memory = adjust_gain(memory, budget, elapsed, missing_now, own_fleet, gain_ceiling(config))
     if own_fleet:
-        memory = _read_miss_curve(memory, obs, cap, load, window)
+        memory = _read_miss_curve(memory, obs, cap, load, good_now, window)
     return memory, headroom(memory, budget), startup
 
 
 def _read_miss_curve(
-    memory: BudgetMemory, obs: Observation, cap: ReplicaCapacity, load: float, window: Window
+    memory: BudgetMemory,
+    obs: Observation,
+    cap: ReplicaCapacity,
+    load: float,
+    good: float | None,
+    window: Window,
 ) -> BudgetMemory:
     """Fold in what a soft capacity's miss curve read for this window, at the load the hold is
-    sized for on the replicas that served it, beside the share that missed."""
+    sized for on the replicas that served it, beside the share that missed (``1 − good``)."""
     # The curve is the model's, read under Poisson load; arrivals in bursts shorter than the
     # window that reads them miss more at the same reading (code completion: a median of 2.9
     # times the curve on the fleet the policy sized). Only the policy's own fleet says what its
     # hold meets: the benchmark's lead-in fleet, resized each minute to what that minute needed,
     # served windows read at three to seven times the capacity per replica at about 1% misses.
-    curve = cap.modelled.misses if cap.modelled is not None else None
-    each, good = cap.burst or cap.healthy, good_share(obs)
+    curve, each = cap.misses, cap.burst or cap.healthy
     if curve is None or good is None or not each or obs.ready_replicas <= 0 or window.idle:
         return memory
     expected = curve.share(load / (obs.ready_replicas * each))
@@ -394,7 +398,7 @@ def _budget_hold(
     healthy = cap.healthy
     if not (config.budget_headroom and room.learned and healthy and healthy > 0 and not idle):
         return Held(None, 0.0, 0.0, room)
-    curve = cap.modelled.misses if cap.modelled is not None else None
+    curve = cap.misses
     if curve is not None:
         scale = miss_curve_scale(held_from, config.error_budget)
         room = soften(room, held_from, config.error_budget, curve.share, scale)
