@@ -34,7 +34,7 @@ from tailguard.policy.learning import (
 )
 from tailguard.policy.limits import Limited, apply_limits, clamp, remember_size
 from tailguard.policy.max_batch import BatchChoice, choose_max_batch
-from tailguard.policy.need import Need, size_need, startup_horizon
+from tailguard.policy.need import Need, Sizing, size_need, startup_horizon
 from tailguard.policy.observed import DataProblem, check, replica_figures
 from tailguard.policy.rollout import Rollout, Spare, keep_spare, rollout_base, rollout_pending_since, starved
 from tailguard.policy.state import PolicyState
@@ -96,12 +96,11 @@ def decide(
     before = state.max_batch_before if obs.rollout_in_progress else None
     serving = replace(obs, max_batch=min(obs.max_batch, before)) if before is not None else obs
     cap = replica_capacity(config, state, serving, replica, engine, load, window)
-    need = size_need(config, state, obs, replica, load, ahead, cap, window)
+    sizing = Sizing(load, ahead, cap)
+    need = size_need(config, state, obs, replica, sizing, window)
     limited = apply_limits(config, state, obs, need, window)
     keep = BatchChoice(obs.max_batch, state.last_max_batch_change_at, limited.replicas, limited.code)
-    batch = choose_max_batch(
-        config, obs, replica, engine, cap, window, keep=keep, demand=ahead.demand, queue_gone=load.queue_gone
-    )
+    batch = choose_max_batch(config, obs, replica, engine, sizing, window, keep=keep)
     changed = batch.max_batch != obs.max_batch
     base = rollout_base(obs, state.rollout_base, changed_to=limited.replicas if changed else None)
     patience_s = startup_horizon(config, obs)

@@ -9,7 +9,7 @@ what the SLO says: cut when it broke at a steady load, recovered when it held wi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tailguard.policy.arrivals import Arrivals, queue_waited, steady, window_serving
 from tailguard.policy.budget import burn_rate, planned_utilization
@@ -305,7 +305,9 @@ def replica_capacity(
     elapsed, now, broken, idle = window.elapsed, window.now, window.broken, window.idle
     settled, same_fleet, overspending = window.settled, window.same_fleet, window.overspending
     model, note = _model(replica, engine)
-    cap = capacity_of(config, model, engine, obs.max_batch, replica, engine.tpot_ok, note)
+    cap = capacity_of(config, model, engine, obs.max_batch, replica, tpot_ok=engine.tpot_ok)
+    if cap is not None and note is not None:
+        cap = replace(cap, note=note)
     scale = state.capacity_scale
     waiting = obs.waiting or 0.0
     # Saturated replicas finish what they can: that is the capacity to size with now (only when
@@ -334,7 +336,7 @@ def replica_capacity(
         modelled = cap
 
         def floor() -> float:
-            return _ttft_floor(config, model, engine, obs, replica, modelled, note)
+            return _ttft_floor(config, model, engine, obs, replica, modelled)
 
         ttft_ok = obs.p99_ttft_s is not None and obs.p99_ttft_s <= 0.6 * config.ttft_slo_s
         # A breach with a queue is saturation, sized from what the replicas finish; a breach
@@ -542,12 +544,11 @@ def _ttft_floor(
     obs: Observation,
     replica: ReplicaFigures,
     cap: Capacity,
-    note: str | None,
 ) -> float:
     """The lowest correction a burst's breach may cut to: the capacity at which the modelled
     queue of prompts keeps p99 TTFT within its SLO at a steady load, relative to the model's."""
     tpot_ok = engine.tpot_ok
-    bounded = capacity_of(config, model, engine, obs.max_batch, replica, tpot_ok, note, ttft_bound=True)
+    bounded = capacity_of(config, model, engine, obs.max_batch, replica, tpot_ok=tpot_ok, ttft_bound=True)
     if bounded is None or cap.rate <= 0:
         return 1.0
     return min(1.0, max(_SCALE_MIN, bounded.rate / cap.rate))
@@ -595,13 +596,14 @@ def capacity_of(
     engine: EngineModel,
     max_batch: int,
     replica: ReplicaFigures,
-    tpot_ok: bool,
-    note: str | None,
     *,
+    tpot_ok: bool,
     ttft_bound: bool = False,
 ) -> Capacity | None:
     """The capacity ``model`` promises at ``max_batch`` for the learned mix (``None``: no model or
-    no output length yet)."""
+    no output length yet). ``tpot_ok``: TPOT is within its SLO now, so its bound is never below
+    the batch running; ``ttft_bound``: bound it where the modelled prompt queue keeps TTFT within
+    its SLO."""
     if model is None or engine.output_tokens is None:
         return None
     return capacity(
@@ -621,5 +623,4 @@ def capacity_of(
             ttft_s=config.ttft_slo_s if ttft_bound else None,
             saturation_ttft_s=config.ttft_slo_s,
         ),
-        note=note,
     )

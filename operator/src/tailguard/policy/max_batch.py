@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from tailguard.policy.budget import planned_utilization
 from tailguard.policy.capacity import Batching, RequestMix, Slo, capacity
 from tailguard.policy.learning import EngineModel, ReplicaCapacity, capacity_of
-from tailguard.policy.need import ceil_replicas
+from tailguard.policy.need import Sizing, ceil_replicas
 from tailguard.policy.observed import ReplicaFigures, finite, fmt_ms
 from tailguard.policy.rollout import with_spare
 from tailguard.policy.types import Limit, Observation, PolicyConfig, Reason
@@ -43,18 +43,17 @@ def choose_max_batch(
     obs: Observation,
     replica: ReplicaFigures,
     engine: EngineModel,
-    cap: ReplicaCapacity,
+    sizing: Sizing,
     window: Window,
     *,
     keep: BatchChoice,
-    demand: float,
-    queue_gone: bool,
 ) -> BatchChoice:
     """The max batch for this decision, or ``keep`` (the max batch the pods run, with the replicas
     and the code the limits left, and its last change). A change raises the replicas to keep one
     spare for the pod that is down; through the rollout that follows,
     :func:`tailguard.policy.rollout.keep_spare` keeps it."""
     now, broken, idle, settled = window.now, window.broken, window.idle, window.settled
+    cap, demand, queue_gone = sizing.cap, sizing.ahead.demand, sizing.load.queue_gone
     per_replica = cap.per_replica
     if per_replica is None or idle:
         return keep
@@ -77,7 +76,7 @@ def choose_max_batch(
         or not (new_batch < obs.max_batch or replicas <= current)
     ):
         return keep
-    new_cap = capacity_of(config, cap.model, engine, new_batch, replica, False, None)
+    new_cap = capacity_of(config, cap.model, engine, new_batch, replica, tpot_ok=False)
     slower = min(per_replica, new_cap.rate * cap.scale if new_cap else per_replica)
     during = with_spare(config, demand, slower)
     if during > config.max_replicas:

@@ -246,18 +246,36 @@ def _read_miss_curve(
     return record_curve_misses(memory, 1.0 - good, expected, obs.request_rate or 0.0, window.elapsed)
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """What a decision sizes the fleet from: the load now, its outlook, and a replica's capacity."""
+
+    load: Arrivals
+    ahead: Outlook
+    cap: ReplicaCapacity
+
+
+@dataclass(frozen=True)
+class _At:
+    """The capacity the load is sized at in this window: per replica (learned, above 0), at the
+    utilization ``u`` (the target one, ``planned``, or more while the error budget relieves it)."""
+
+    per_replica: float
+    u: float
+    planned: float
+
+
 def size_need(
     config: PolicyConfig,
     state: PolicyState,
     obs: Observation,
     replica: ReplicaFigures,
-    load: Arrivals,
-    ahead: Outlook,
-    cap: ReplicaCapacity,
+    sizing: Sizing,
     window: Window,
 ) -> Need:
     """The recommendation for this window: the load's need at the capacity, a breach's answer,
     the hysteresis on the way down, and the error budget's hold."""
+    load, ahead, cap = sizing.load, sizing.ahead, sizing.cap
     now, idle = window.now, window.idle
     breaches, broken = list(window.breaches), window.broken
     current = obs.desired_replicas
@@ -291,6 +309,7 @@ def size_need(
         return Need(recommended, code, tuple(parts), sized, memory, probe=probe)
 
     demand = ahead.demand
+    at = _At(per_replica, u, planned)
     # The margin the budget relieves is what covers a rise while a new replica starts: a relieved
     # fleet sizes for where the trend takes the load within one start-up, however slow the rise
     # (a load tripling in an hour broke the SLO at every replica it crossed, each new one ready
@@ -300,7 +319,7 @@ def size_need(
     on_the_way = obs.starting_replicas + obs.pending_replicas
     draining = ""
     if broken and not obs.pending_replicas:
-        drained = _drain(state, obs, replica, load, demand, per_replica, startup, now)
+        drained = _drain(obs, replica, sizing, at, _startup_left(state, startup, now))
         if drained is not None and drained[0] > up:
             up, draining = drained
     withheld = ""
@@ -313,7 +332,7 @@ def size_need(
         added, withheld, probe = _one_more(config, state, obs, replica, load, memory, window)
         recommended = current + 1 if added else current
     else:
-        recommended = _fits_fewer(config, load, ahead, per_replica, u, planned, current)
+        recommended = _fits_fewer(config, sizing, at, current)
     held = _banded(held, recommended, current, seen)
     # A breach asks for at least the hold too: the load it was learned for may be the very burst
     # that broke the SLO, and a fleet still short of the hold (after a restart, a manual
@@ -321,7 +340,7 @@ def size_need(
     holding = held.replicas is not None and held.replicas > recommended
     if held.replicas is not None and holding:
         recommended = held.replicas
-    remembered = _remembered(obs, load, ahead, cap, per_replica, u, recommended, broken)
+    remembered = _remembered(obs, sizing, at, recommended, broken)
 
     parts = [*(breaches or [slo_held(config, obs)])]
     if broken and finite(obs.queue_time_mean_s):
@@ -422,26 +441,21 @@ def _banded(held: Held, recommended: int, current: int, seen: float) -> Held:
 
 
 def _drain(
-    state: PolicyState,
-    obs: Observation,
-    replica: ReplicaFigures,
-    load: Arrivals,
-    demand: float,
-    per_replica: float,
-    startup: float,
-    now: float,
+    obs: Observation, replica: ReplicaFigures, sizing: Sizing, at: _At, startup_left: float
 ) -> tuple[int, str] | None:
     """The fleet that drains a breach's queue within ``_DRAIN_S``, and the sentence saying so
-    (``None`` with less than one request queued)."""
+    (``None`` with less than one request queued). ``startup_left``: seconds until the replicas
+    starting now serve (:func:`_startup_left`)."""
     # Each saturated replica keeps its own queue (the Service does not move requests), so it
     # drains only by the margin between its capacity and its share of arrivals: size the fleet so
     # that margin empties the queue within _DRAIN_S. While replicas start, the queue the drain
     # meets is the one they find: it grows on the replicas serving until then.
+    demand, per_replica = sizing.ahead.demand, at.per_replica
     waiting = obs.waiting or 0.0
     queue = waiting
     if obs.starting_replicas:
         excess = demand - replica.serving * per_replica
-        queue += _queue_growth(state, load.queue_growth, excess, startup, now)
+        queue += _queue_growth(sizing.load.queue_growth, excess, startup_left)
     if queue < 1.0:
         return None
     queue_each = queue / max(1, replica.serving)
@@ -494,38 +508,22 @@ def _one_more(
     return True, "", probe
 
 
-def _fits_fewer(
-    config: PolicyConfig,
-    load: Arrivals,
-    ahead: Outlook,
-    per_replica: float,
-    u: float,
-    planned: float,
-    current: int,
-) -> int:
+def _fits_fewer(config: PolicyConfig, sizing: Sizing, at: _At, current: int) -> int:
     """The fleet once the load fits fewer replicas with a margin (hysteresis), or at the target
     utilization when the trend confirms a fall; never above ``current``."""
     # The margin is below the target utilization the user set, whatever the budget relieves: a
     # relieved fleet grows later on a noisy steady load and shrinks no sooner (a band that moved
     # up with the relief put a steady load of two replicas' worth on its edge: a reversal every
     # few minutes).
+    load, ahead = sizing.load, sizing.ahead
     demand = ahead.demand
-    down_u = u if ahead.falling else max(0.05, planned - config.scale_down_margin)
+    down_u = at.u if ahead.falling else max(0.05, at.planned - config.scale_down_margin)
     down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
-    down = ceil_replicas(down_load / (per_replica * down_u))
+    down = ceil_replicas(down_load / (at.per_replica * down_u))
     return min(current, down) if down < current else current
 
 
-def _remembered(
-    obs: Observation,
-    load: Arrivals,
-    ahead: Outlook,
-    cap: ReplicaCapacity,
-    per_replica: float,
-    u: float,
-    recommended: int,
-    broken: bool,
-) -> int | None:
+def _remembered(obs: Observation, sizing: Sizing, at: _At, recommended: int, broken: bool) -> int | None:
     """What the scale-down window remembers of a breach the load explains (``None``: the limits
     decide)."""
     # A breach the load explains: it outgrew the replicas ready, or a queue within the rate window
@@ -533,12 +531,13 @@ def _remembered(
     # the load measured, at the capacity saturated replicas showed or the healthy one: its queue
     # and drain are transient. A breach neither explains shows the model wrong, and the limits
     # then remember the fleet that served it.
+    cap, measured, u = sizing.cap, sizing.ahead.measured, at.u
     healthy = cap.healthy
-    explained = not load.queue_gone or (
-        healthy is not None and ahead.measured > obs.ready_replicas * healthy * u
+    explained = not sizing.load.queue_gone or (
+        healthy is not None and measured > obs.ready_replicas * healthy * u
     )
     if broken and (cap.saturated or explained):
-        return min(recommended, ceil_replicas(ahead.measured / (per_replica * u)))
+        return min(recommended, ceil_replicas(measured / (at.per_replica * u)))
     return None
 
 
@@ -588,14 +587,19 @@ def _gradual_fall(
     return ahead.falling and beyond_noise and room.learned and room.ratio <= _JUMPY and not breached
 
 
-def _queue_growth(state: PolicyState, growth: float, excess: float, startup: float, now: float) -> float:
-    """Requests the queue gains until the replicas starting now serve: over what is left of a
-    start-up since the fleet was last scaled, at the rate it grew since the last decision
-    (``growth``), and no faster than the arrivals beyond what the replicas serving finish
-    (``excess``). A burst read as load but no queue growing behind it projects nothing."""
-    left = startup
-    if state.last_scale_at is not None:
-        left = min(startup, max(0.0, state.last_scale_at + startup - now))
+def _startup_left(state: PolicyState, startup: float, now: float) -> float:
+    """Seconds until the replicas starting now serve: what is left of a start-up since the fleet
+    was last scaled."""
+    if state.last_scale_at is None:
+        return startup
+    return min(startup, max(0.0, state.last_scale_at + startup - now))
+
+
+def _queue_growth(growth: float, excess: float, left: float) -> float:
+    """Requests the queue gains over the ``left`` seconds until the replicas starting now serve,
+    at the rate it grew since the last decision (``growth``), and no faster than the arrivals
+    beyond what the replicas serving finish (``excess``). A burst read as load but no queue
+    growing behind it projects nothing."""
     return max(0.0, min(excess, growth)) * left
 
 
