@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tailguard.policy import PolicyConfig
+from tailguard.policy.types import SETTING_RANGES
 from tailguard.sim import cli, synthetic
 from tailguard.sim.oracle import SloTarget
 from tailguard.sim.policies import REGISTRY
@@ -46,6 +47,15 @@ def parser() -> argparse.ArgumentParser:
         (("--hpa-target", "0"), "--hpa-target must be > 0"),
         (("--kpa-panic-threshold", "0.5"), "--kpa-panic-threshold must be >= 1"),
         (("--tailguard-headroom", "-0.5"), "--tailguard-headroom must be >= 0"),
+        # (0 divided by zero; a share above 1 was taken as given)
+        (("--tailguard-target-utilization", "0"), "--tailguard-target-utilization must be > 0"),
+        (("--tailguard-target-utilization", "2"), "--tailguard-target-utilization must be <= 1, got 2"),
+        (("--tailguard-batch-fill", "1.5"), "--tailguard-batch-fill must be <= 1"),
+        # (0 decided without end at one instant of the clock)
+        (("--tailguard-interval-s", "0"), "--tailguard-interval-s must be > 0"),
+        (("--hpa-tolerance", "2"), "--hpa-tolerance must be <= 1"),
+        (("--window", "5:2"), "--window must end after it starts, got '5:2'"),
+        (("--window", "nan:5"), "--window must be finite seconds"),
         (("--rollout-at", "30", "--rollout-at", "-5"), "--rollout-at must be >= 0, got -5"),
         (("--rollout-at", "nan"), "--rollout-at must be a finite number"),
         (("--synthetic", "spiky", "--rate", "10", "--peak-rate", "500"), "--synthetic spiky:"),
@@ -94,6 +104,21 @@ def test_every_policy_config_field_is_a_tailguard_knob_with_help() -> None:
     comments = field_comments(PolicyConfig)
     assert "factor" in comments["scale_up_limit_pods"]  # grouped under one comment
     assert "max_batch_tuning" not in comments  # no comment of its own, none borrowed
+
+
+def test_every_knobs_default_is_in_its_range() -> None:
+    assert set(SETTING_RANGES) <= {f.name for f in fields(PolicyConfig)}
+    for spec in REGISTRY.values():
+        knobs = {k.name: k for k in spec.knobs}
+        for knob in spec.knobs:
+            assert knob.check(knob.default) is None, f"{spec.name} {knob.name}"
+        for settings in spec.grid:  # the frontier's sweep stays within the ranges too
+            for name, value in settings.items():
+                assert knobs[name].check(value) is None, f"{spec.name} {name}={value}"
+    knobs = {k.name: k for k in REGISTRY["tailguard"].knobs}
+    assert knobs["target_utilization"].check(1.0) is None
+    assert knobs["target_utilization"].check(1.01) == "must be <= 1"
+    assert knobs["interval_s"].check(0.0) == "must be > 0"
 
 
 def test_tailguard_knobs_reach_the_config() -> None:

@@ -70,6 +70,35 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class SettingRange:
+    """The values a number of :class:`PolicyConfig` may take."""
+
+    minimum: float = 0.0
+    #: Whether ``minimum`` itself is allowed.
+    inclusive: bool = True
+    #: The largest value allowed, itself included (``None``: no bound).
+    maximum: float | None = None
+
+
+#: The ranges of :class:`PolicyConfig`'s numbers that are not "any value from 0" (what a field
+#: not named takes). The operator's settings come from the CRD, whose schema bounds them; the
+#: simulator's ``--tailguard-…`` options are checked against these.
+SETTING_RANGES: dict[str, SettingRange] = {
+    # (0 would decide without end at one instant of the clock)
+    "interval_s": SettingRange(0.0, inclusive=False),
+    # (a factor below 1 would let a fleet grow only by ``scale_up_limit_pods``)
+    "scale_up_limit_factor": SettingRange(1.0),
+    "scale_down_limit_fraction": SettingRange(0.0, inclusive=False, maximum=1.0),
+    "max_metric_age_s": SettingRange(0.0, inclusive=False),
+    "target_utilization": SettingRange(0.0, inclusive=False, maximum=1.0),
+    "scale_down_margin": SettingRange(0.0, maximum=1.0),
+    "batch_fill": SettingRange(0.0, inclusive=False, maximum=1.0),
+    "rate_window_s": SettingRange(0.0, inclusive=False),
+    "burst_window_s": SettingRange(0.0, inclusive=False),
+}
+
+
+@dataclass(frozen=True)
 class EngineFigures:
     """What the engines' metrics say over one ``rate()`` window, summed or averaged over pods.
 

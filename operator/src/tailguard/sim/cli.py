@@ -343,14 +343,28 @@ def load(args: argparse.Namespace) -> Trace:
     if args.rate_scale != 1.0:
         trace = trace.scaled(args.rate_scale)
     if args.window:
-        start, _, end = args.window.partition(":")
-        try:
-            trace = trace.window(float(start or 0.0), float(end) if end else None)
-        except ValueError as exc:
-            raise TraceError(f"--window must be START:END in seconds, got {args.window!r}") from exc
+        start, end = _window(args.window)
+        trace = trace.window(start, end)
     if len(trace) < 2:
         raise TraceError("the trace has fewer than two requests")
     return trace
+
+
+def _window(text: str) -> tuple[float, float | None]:
+    """``START:END`` (either may be left out) as seconds; ``TraceError`` with a one-line reason."""
+    first, _, second = text.partition(":")
+    try:
+        start = float(first) if first.strip() else 0.0
+        end = float(second) if second.strip() else None
+    except ValueError:
+        raise TraceError(f"--window must be START:END in seconds, got {text!r}") from None
+    if not math.isfinite(start) or (end is not None and not math.isfinite(end)):
+        raise TraceError(f"--window must be finite seconds, got {text!r}")
+    if start < 0:
+        raise TraceError(f"--window must start at 0 s or later, got {text!r}")
+    if end is not None and end <= start:
+        raise TraceError(f"--window must end after it starts, got {text!r}")
+    return start, end
 
 
 def check(args: argparse.Namespace) -> None:

@@ -53,11 +53,14 @@ class Knob:
     name: str
     default: Setting
     help: str
-    #: Values a text knob may take; numbers are checked against ``minimum`` (and finiteness).
+    #: Values a text knob may take; numbers are checked against ``minimum``, ``maximum`` (and
+    #: finiteness).
     choices: tuple[str, ...] = ()
     minimum: float | None = 0.0
     #: Whether ``minimum`` itself is allowed.
     inclusive: bool = True
+    #: The largest value allowed (itself included; ``None``: no bound), as for a share.
+    maximum: float | None = None
     #: A whole number.
     integer: bool = False
     #: The scenario gives the default (``default`` is ``""``: "from the scenario").
@@ -82,6 +85,8 @@ class Knob:
                 return f"must be >= {self.minimum:g}"
             if not self.inclusive and value <= self.minimum:
                 return f"must be > {self.minimum:g}"
+        if self.maximum is not None and value > self.maximum:
+            return f"must be <= {self.maximum:g}"
         return None
 
 

@@ -144,6 +144,7 @@ SPEC = PolicySpec(
             "scale down when every engine is under this share of both SLAs",
             minimum=0.0,
             inclusive=False,
+            maximum=1.0,
         ),
     ),
     make=_make_load,

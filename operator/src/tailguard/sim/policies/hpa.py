@@ -77,7 +77,7 @@ SPEC = PolicySpec(
     describe="Kubernetes HPA on running requests per pod",
     knobs=(
         Knob("target", 2.0, "target vllm:num_requests_running per pod", minimum=0.0, inclusive=False),
-        Knob("tolerance", 0.1, "no change while the metric is within this share of the target"),
+        Knob("tolerance", 0.1, "no change while the metric is within this share of the target", maximum=1.0),
         Knob("down_window_s", 300.0, "scale-down stabilization window, seconds"),
     ),
     make=_make,

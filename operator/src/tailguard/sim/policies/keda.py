@@ -62,7 +62,7 @@ SPEC = PolicySpec(
     describe="KEDA Prometheus scaler on waiting requests (vLLM production-stack)",
     knobs=(
         Knob("threshold", 5.0, "waiting requests per replica (AverageValue)", minimum=0.0, inclusive=False),
-        Knob("tolerance", 0.1, "no change while the metric is within this share of the target"),
+        Knob("tolerance", 0.1, "no change while the metric is within this share of the target", maximum=1.0),
         Knob("down_window_s", 300.0, "scale-down stabilization window, seconds"),
     ),
     make=_make,

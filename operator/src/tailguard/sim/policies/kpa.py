@@ -94,7 +94,14 @@ SPEC = PolicySpec(
     describe="Knative KPA on concurrency (running + waiting)",
     knobs=(
         Knob("target", 100.0, "per-pod concurrency target", minimum=0.0, inclusive=False),
-        Knob("utilization", 0.7, "share of the target the pods are sized to", minimum=0.0, inclusive=False),
+        Knob(
+            "utilization",
+            0.7,
+            "share of the target the pods are sized to",
+            minimum=0.0,
+            inclusive=False,
+            maximum=1.0,
+        ),
         Knob("stable_s", 60.0, "stable window, seconds", minimum=0.0, inclusive=False),
         Knob("panic_s", 6.0, "panic window, seconds", minimum=0.0, inclusive=False),
         Knob(

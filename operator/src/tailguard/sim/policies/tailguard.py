@@ -14,6 +14,7 @@ from dataclasses import MISSING, fields, replace
 from typing import Any
 
 from tailguard.policy import PolicyConfig, PolicyState, decide
+from tailguard.policy.types import SETTING_RANGES, SettingRange
 from tailguard.sim.fleet import Action, FleetView, PodPhase
 from tailguard.sim.policies.base import BuildContext, Knob, PolicySpec, Setting, Settings
 
@@ -142,9 +143,14 @@ def config_knobs() -> tuple[Knob, ...]:
         elif kind in {"int", "float", "float|None", "int|None"}:
             value = f.default
             default = "" if derived or not isinstance(value, int | float) else value
+            bounds = SETTING_RANGES.get(f.name, SettingRange())
             knobs.append(
-                Knob(f.name, default, help_text, integer=kind.startswith("int"), derived=derived, cli=cli)
-            )
+                Knob(
+                    f.name, default, help_text,
+                    minimum=bounds.minimum, inclusive=bounds.inclusive, maximum=bounds.maximum,
+                    integer=kind.startswith("int"), derived=derived, cli=cli,
+                )
+            )  # fmt: skip
     return tuple(knobs)
 
 

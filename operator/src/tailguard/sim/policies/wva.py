@@ -88,7 +88,12 @@ SPEC = PolicySpec(
     describe="llm-d WVA saturation analyzer",
     knobs=(
         Knob(
-            "kv_threshold", 0.8, "KV-cache use at which a replica is saturated", minimum=0.0, inclusive=False
+            "kv_threshold",
+            0.8,
+            "KV-cache use at which a replica is saturated",
+            minimum=0.0,
+            inclusive=False,
+            maximum=1.0,
         ),
         Knob(
             "queue_threshold",
@@ -97,7 +102,12 @@ SPEC = PolicySpec(
             minimum=0.0,
             inclusive=False,
         ),
-        Knob("kv_spare", 0.1, "scale up when the unsaturated replicas' mean spare KV is under this"),
+        Knob(
+            "kv_spare",
+            0.1,
+            "scale up when the unsaturated replicas' mean spare KV is under this",
+            maximum=1.0,
+        ),
         Knob("queue_spare", 3.0, "scale up when their mean spare queue slots are under this"),
         Knob("interval_s", 30.0, "seconds between two analyses", minimum=0.0, inclusive=False),
     ),
