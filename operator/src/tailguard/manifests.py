@@ -15,11 +15,20 @@ class ManifestError(Exception):
     """A manifest file that cannot be read or does not hold valid InferenceServices."""
 
 
+def yaml_error_line(exc: yaml.YAMLError) -> str:
+    """A YAML parser's error on one line: where (line and column, counted from 1) and what."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        what = "; ".join(part for part in (exc.context, exc.problem) if part) or "cannot parse"
+        mark = exc.problem_mark or exc.context_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark is not None else what
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def _documents(text: str, source: str) -> Iterator[tuple[int, Any]]:
     try:
         yield from enumerate(d for d in yaml.safe_load_all(text) if d is not None)
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{source}: not valid YAML: {exc}") from None
+        raise ManifestError(f"{source}: not valid YAML: {yaml_error_line(exc)}") from None
 
 
 def parse_inference_services(text: str, *, source: str) -> list[InferenceService]:

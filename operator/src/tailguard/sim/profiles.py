@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from tailguard.manifests import yaml_error_line
+
 
 @dataclass(frozen=True)
 class EngineProfile:
@@ -221,7 +223,7 @@ def load_profiles(path: str | Path) -> dict[str, EngineProfile]:
     except OSError as exc:
         raise ProfileError(f"cannot read {file}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{file} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise ProfileError(f"{file} is not valid YAML: {yaml_error_line(exc)}") from None
     if isinstance(document, dict) and "profiles" in document:
         document = document["profiles"]
     entries = document if isinstance(document, list) else [document]
