@@ -350,13 +350,6 @@ def replica_capacity(
             # The SLO broke at this load per replica: the replica sustains less than that
             # (at most a 30% cut per decision: one odd window must not halve the fleet's worth).
             scale = max(0.7 * scale, min(scale, 0.95 * per / cap.rate))
-        elif saturated and cap.prefill_share >= 0.5 and overspending:
-            # Saturated where prompts take most of the engine time, while the error budget is
-            # spent faster than it accrues: the same replicas, a queue, and they finish ``per``
-            # each. That is the most a replica does at all, and the model (which leaves out the
-            # wait of prompts behind prompts) may not promise more. Within the budget a queue now
-            # and then is what the target allows, and a lower target must not pay for it.
-            scale = max(0.7 * scale, min(scale, per / cap.rate))
         elif (
             broken
             and settled
@@ -390,10 +383,10 @@ def replica_capacity(
             # over five minutes, beyond 1x over the hour), at a load per replica over the mean
             # fleet within what the model promises yet at least half of what it is sized with
             # (less is a burst the window's mean hides). Where prompts take most of the engine's
-            # time the two corrections above own the breach (a ceiling on prompt-heavy bursts held
-            # 0.74 of what a replica sustains). Kept in req/s, not as a share of the model: the
-            # curve goes on learning, and a share taken against the prior's curve cut again what
-            # the curve learned by itself. At most 10% per decision.
+            # time the correction above and the hold own the breach (a ceiling on prompt-heavy
+            # bursts held 0.74 of what a replica sustains). Kept in req/s, not as a share of the
+            # model: the curve goes on learning, and a share taken against the prior's curve cut
+            # again what the curve learned by itself. At most 10% per decision.
             bounded = _bounded(cap.rate * scale, ceiling)
             ceiling = max(0.9 * bounded, min(bounded, 0.95 * mean_per))
         elif not broken and ttft_ok and waiting <= 0 and settled:
