@@ -22,7 +22,7 @@ from tailguard.sim.bench.other import (
 
 def test_every_setting_has_its_own_key() -> None:
     keys = [s.key for s in SETTINGS]
-    assert len(keys) == len(set(keys)) == 20
+    assert len(keys) == len(set(keys)) == 22
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.key)

@@ -1,4 +1,4 @@
-"""tailguard off the benchmark: twenty settings at other rates, profiles, mixes and shapes
+"""tailguard off the benchmark: twenty-two settings at other rates, profiles, mixes and shapes
 (``python -m tailguard.sim.bench.other``).
 
 The benchmark's six traces are where the issue's goals are measured; these settings are where a
@@ -106,6 +106,15 @@ SETTINGS: tuple[OtherSetting, ...] = (
         "long-context",
         "poisson --rate 0.5",
         "--slo-ttft-ms 8000 --slo-tpot-ms 120",
+    ),
+    # Stationary prompt-heavy loads, where a queue of prompts behind prompts is the replicas' own.
+    OtherSetting("8b-code-poisson", "h100-llama3-8b", "code", "poisson --rate 10", "--slo-ttft-ms 500"),
+    OtherSetting(
+        "long-context-poisson-slow",
+        "h100-llama3.1-8b-128k",
+        "long-context",
+        "poisson --rate 0.4",
+        "--slo-ttft-ms 4000",
     ),
     OtherSetting(
         "8b-sharegpt-ramp",
