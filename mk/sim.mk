@@ -21,7 +21,7 @@ bench-frontier: venv ## every policy swept over its knob on every trace; tailgua
 bench-lever: venv ## tailguard with and without max-batch tuning, side by side, where the cap matters (~3 min)
 	$(PY) -m tailguard.sim.bench.lever --jobs $(BENCH_JOBS)
 
-bench-other: venv ## tailguard on twenty-two settings off the benchmark: other rates, profiles, mixes, shapes (seed 1, ~2.5 min on 2 cores)
+bench-other: venv ## tailguard on twenty-two settings off the benchmark: other rates, profiles, mixes, shapes (seed 1, ~3.5 min on 2 cores)
 	$(PY) -m tailguard.sim.bench.other --jobs $(BENCH_JOBS)
 
 bench-queue: venv ## the prefill queue model's p99 TTFT against one simulated replica's, on three mixes (seconds)
