@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tailguard.sim import synthetic
 from tailguard.sim.bench import PROFILE, SLO, by_key, goals
 from tailguard.sim.bench.goals import Goal
+from tailguard.sim.bench.runs import seeds_under_target
 from tailguard.sim.bench.sweep import SweepPoint, pareto, ratios, worst
 from tailguard.sim.frontier import Point
 from tailguard.sim.profiles import get_profile
@@ -133,3 +136,15 @@ def test_a_sweep_runs_each_policy_over_its_grid() -> None:
     assert {p.label for p in points if p.policy == "kpa"} >= {"kpa (defaults)", "kpa target=50"}
     assert any("goodput_target=0.9" in p.label for p in points)
     assert all(0.0 <= p.summary.attainment <= 1.0 and p.summary.gpu_hours > 0 for p in points)
+
+
+def test_the_spread_names_the_seeds_under_the_target_by_the_exact_attainment() -> None:
+    def at(seed: int, attainment: float) -> ScenarioResult:
+        result = _result(_summary("tailguard", attainment, 7.0), _summary("flat", 0.995, 8.0))
+        result.scenario = replace(result.scenario, seed=seed)
+        return result
+
+    # 0.98997 prints as 0.9900 in a four-digit table and is still one request short of 0.99.
+    results = [at(2, 0.9947), at(3, 0.98997), at(4, 0.9780)]
+    assert seeds_under_target("tailguard", results) == [3, 4]
+    assert seeds_under_target("flat", results) == []
