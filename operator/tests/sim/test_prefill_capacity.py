@@ -177,7 +177,7 @@ def _sustained(profile: EngineProfile, mix: TokenMix, ttft_slo_s: float, goodput
 
 def test_on_prompt_heavy_bursts_the_prefill_bound_meets_the_target(monkeypatch: Any) -> None:
     # Code completion on an 8B H100 replica: sub-minute bursts of 2.7x the calm rate, from a fleet
-    # of four and five minutes of lead-in (no history to hold from).
+    # of four and five minutes of lead-in (little history to hold from).
     profile = get_profile("h100-llama3-8b")
     slo = SloTarget(ttft_s=0.5, tpot_s=None, goodput=0.99)
     trace = mmpp(25.0, 70.0, 1500.0, base_mean_s=120.0, burst_mean_s=30.0, mix=PROMPT_HEAVY, seed=3)
