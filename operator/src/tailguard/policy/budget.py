@@ -372,9 +372,10 @@ def adjust_gain(
 ) -> BudgetMemory:
     """The outer loop: more headroom while the budget burns too fast, less while it lasts.
 
-    ``missing_now``: the newest window itself is under the target. Headroom grows only then (and
-    while both windows burn): the decayed windows remember a big miss for many minutes after the
-    fleet has caught up, and growing on that memory alone winds it up for nothing.
+    ``missing_now``: the newest window itself is under the target, on a fleet no smaller than the
+    policy asked for (the caller's to tell). Headroom grows only then (and while both windows
+    burn): the decayed windows remember a big miss for many minutes after the fleet has caught up,
+    and growing on that memory alone winds it up for nothing.
     ``own_fleet``: the fleet serving is the one the policy sized: no larger than the most it asked
     for within its scale-down window (what its own stabilization holds) and no smaller than what it
     asks. Headroom shrinks only then: a fleet held above that (``minReplicas``, a schedule's floor)
