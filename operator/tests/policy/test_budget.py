@@ -486,18 +486,25 @@ def _gain_after_burn(recommendations: tuple[tuple[float, int], ...], *, replicas
     """The gain after one decision on ``replicas`` missing the target, with a budget that burned
     at 5×."""
     burning = BudgetMemory(good_short=9_500.0, all_short=10_000.0, good_long=95_000.0, all_long=100_000.0)
-    state = PolicyState(budget=burning, recommendations=recommendations, started_at=0.0)
-    run = Run(config=replace(CONFIG, budget_headroom=True), replicas=replicas, state=state, now=1000.0)
-    run.step(healthy(20.0, replicas, goodput=0.95, ttft_within_slo=0.95))
-    return run.state.budget.gain
+    missing = healthy(20.0, replicas, goodput=0.95, ttft_within_slo=0.95)
+    return _gain_after_decision(burning, recommendations, missing)
 
 
 def _gain_after_slack(recommendations: tuple[tuple[float, int], ...], *, replicas: int) -> float:
     """The gain after one decision on ``replicas`` with a budget that burned at 0.01×."""
     slack = BudgetMemory(good_short=9_999.0, all_short=10_000.0, good_long=99_990.0, all_long=100_000.0)
-    state = PolicyState(budget=slack, recommendations=recommendations, started_at=0.0)
-    run = Run(config=replace(CONFIG, budget_headroom=True), replicas=replicas, state=state, now=1000.0)
-    run.step(healthy(20.0, replicas))
+    return _gain_after_decision(slack, recommendations, healthy(20.0, replicas))
+
+
+def _gain_after_decision(
+    memory: BudgetMemory, recommendations: tuple[tuple[float, int], ...], obs: Observation
+) -> float:
+    """The gain after one decision on ``obs``'s fleet, from ``memory`` and ``recommendations``."""
+    state = PolicyState(budget=memory, recommendations=recommendations, started_at=0.0)
+    run = Run(
+        config=replace(CONFIG, budget_headroom=True), replicas=obs.desired_replicas, state=state, now=1000.0
+    )
+    run.step(obs)
     return run.state.budget.gain
 
 
