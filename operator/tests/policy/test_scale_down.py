@@ -38,6 +38,22 @@ def test_the_fleet_that_served_a_breach_stays_through_the_window() -> None:
     assert Limit.STABILIZATION.value in first.limits
 
 
+def test_a_breach_keeps_the_load_it_met_until_the_next() -> None:
+    """The state keeps the arrivals' level at the last breach (what a later fall is measured
+    against), through the JSON of the state annotation, and a window within the SLO leaves it."""
+    run = _after_breach(CONFIG)
+    met = run.state.breach_load
+    assert met is not None
+    assert met == pytest.approx(20.0, rel=0.1)
+    assert run.state.last_breach_at is not None
+    run.step(healthy(10.0, run.replicas))
+    assert run.state.breach_load == met
+    run.hold(lambda n: breached(30.0, n, p99_ttft_s=4.0, waiting=0.0), 120)
+    later = run.state.breach_load
+    assert later is not None
+    assert later > met
+
+
 @pytest.mark.parametrize(
     ("fraction", "fewest_after_one_window"),
     [(0.5, 6), (0.25, 9), (1.0, 1)],
@@ -123,17 +139,34 @@ def test_the_window_a_scale_down_waits(
 
 
 @pytest.mark.parametrize(
-    ("falling", "learned", "jump", "breach_age_s", "level", "shed", "gradual"),
+    ("falling", "learned", "jump", "breach_age_s", "breach_load", "level", "shed", "gradual"),
     [
-        pytest.param(True, True, 1.3, None, 50.0, 0.2, True, id="a fall of a load that does not jump"),
-        pytest.param(False, True, 1.3, None, 50.0, 0.2, False, id="no fall"),
-        pytest.param(True, True, 2.5, None, 50.0, 0.2, False, id="a load that may more than double: bursts"),
-        pytest.param(True, False, 1.0, None, 50.0, 0.2, False, id="no history to tell"),
-        pytest.param(True, True, 1.3, 100.0, 50.0, 0.2, False, id="a breach within the window"),
-        pytest.param(True, True, 1.3, 400.0, 50.0, 0.2, True, id="a breach before the window"),
+        pytest.param(True, True, 1.3, None, None, 50.0, 0.2, True, id="a fall of a load that does not jump"),
+        pytest.param(False, True, 1.3, None, None, 50.0, 0.2, False, id="no fall"),
+        pytest.param(
+            True, True, 2.5, None, None, 50.0, 0.2, False, id="a load that may more than double: bursts"
+        ),
+        pytest.param(True, False, 1.0, None, None, 50.0, 0.2, False, id="no history to tell"),
+        pytest.param(
+            True, True, 1.3, 100.0, None, 50.0, 0.2, False, id="a breach within the window, load unknown"
+        ),
+        # 50 req/s: 6,000 requests in the rate window, whose spread is 77 of them (1.3%)
+        pytest.param(
+            True, True, 1.3, 100.0, 51.0, 50.0, 0.2, False, id="a breach within the window at this load"
+        ),
+        pytest.param(
+            True, True, 1.3, 100.0, 52.0, 50.0, 0.2, True, id="a breach within the window at a higher load"
+        ),
+        pytest.param(True, True, 1.3, 400.0, None, 50.0, 0.2, True, id="a breach before the window"),
         # 0.5 req/s: 60 requests in the rate window, whose spread is 13% of them
-        pytest.param(True, True, 1.3, None, 0.5, 0.2, False, id="a fall within the counting noise"),
-        pytest.param(True, True, 1.3, None, 0.5, 0.4, True, id="a fall beyond the counting noise"),
+        pytest.param(True, True, 1.3, None, None, 0.5, 0.2, False, id="a fall within the counting noise"),
+        pytest.param(True, True, 1.3, None, None, 0.5, 0.4, True, id="a fall beyond the counting noise"),
+        pytest.param(
+            True, True, 1.3, 100.0, 0.6, 0.5, 0.4, False, id="a breach's load within the counting noise"
+        ),
+        pytest.param(
+            True, True, 1.3, 100.0, 0.7, 0.5, 0.4, True, id="a breach's load beyond the counting noise"
+        ),
     ],
 )
 def test_which_fall_is_gradual(
@@ -141,13 +174,17 @@ def test_which_fall_is_gradual(
     learned: bool,
     jump: float,
     breach_age_s: float | None,
+    breach_load: float | None,
     level: float,
     shed: float,
     gradual: bool,
 ) -> None:
-    """``shed``: the share of the load the trend sheds over the declared scale-down window."""
+    """``shed``: the share of the load the trend sheds over the declared scale-down window;
+    ``breach_load``: the arrivals' level at the last breach."""
     now = 10_000.0
-    state = PolicyState(last_breach_at=None if breach_age_s is None else now - breach_age_s)
+    state = PolicyState(
+        last_breach_at=None if breach_age_s is None else now - breach_age_s, breach_load=breach_load
+    )
     trend = -shed * level / CONFIG.scale_down_stabilization_s
     load = Arrivals(level, level, level, level, trend, False, None, False, None, True, 0.0, ())
     ahead = Outlook(level, level, falling, level * 0.95, level, 90.0, level)

@@ -573,20 +573,33 @@ def _gradual_fall(
     config: PolicyConfig, state: PolicyState, load: Arrivals, ahead: Outlook, room: Headroom, now: float
 ) -> bool:
     """The trend confirms a fall on a load whose history does not jump, beyond the counting noise
-    of the rate window, and no breach came within the declared scale-down window.
+    of the rate window, and below the load of any breach within the declared scale-down window.
 
     Where the load may more than double within a start-up (``_JUMPY``), a fall is as likely the
     quiet between two bursts as a trend: the declared window keeps the fleet the bursts needed.
     At a few requests per second the rate window holds a few hundred requests, and a trend of a
     tenth of the load is their Poisson spread: the fall must shed ``_FALL_SPREADS`` spreads of the
     window's count over the declared window, or it is noise, which the declared window is for.
+    A breach within the window showed the fleet short at the load it met: the fall is gradual
+    only once the load has left that load behind by as many spreads (:func:`_below_breach`).
     """
     window = config.scale_down_stabilization_s
-    breached = state.last_breach_at is not None and now - state.last_breach_at <= window
     count = max(load.level, 0.0) * config.rate_window_s
     shed = -load.trend * window * config.rate_window_s  # of the window's count, over the window
     beyond_noise = count > 0 and shed > _FALL_SPREADS * math.sqrt(count)
-    return ahead.falling and beyond_noise and room.learned and room.ratio <= _JUMPY and not breached
+    breached = state.last_breach_at is not None and now - state.last_breach_at <= window
+    clear = not breached or _below_breach(config, state, count)
+    return ahead.falling and beyond_noise and room.learned and room.ratio <= _JUMPY and clear
+
+
+def _below_breach(config: PolicyConfig, state: PolicyState, count: float) -> bool:
+    """The rate window's ``count`` of requests now is below the count at the last breach by more
+    than ``_FALL_SPREADS`` of its Poisson spreads: the load has fallen from the one that broke the
+    SLO, not wandered about it (a stationary load at the fleet's edge). Unknown load: not."""
+    if state.breach_load is None:
+        return False
+    then = max(state.breach_load, 0.0) * config.rate_window_s
+    return then - count > _FALL_SPREADS * math.sqrt(then)
 
 
 def _startup_left(state: PolicyState, startup: float, now: float) -> float:

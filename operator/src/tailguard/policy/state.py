@@ -78,8 +78,9 @@ class PolicyState:
     #: Since when a pod has been Pending for want of a GPU during the rollout under way (kept for
     #: the rest of it once one waited a start-up horizon: ``rollout.rollout_pending_since``).
     rollout_pending_since: float | None = None
-    #: When the SLO was last seen broken.
+    #: When the SLO was last seen broken, and the arrivals' smoothed level (req/s) then.
     last_breach_at: float | None = None
+    breach_load: float | None = None
     #: The last replica added for a breach the model saw room for: the replicas serving when it
     #: was asked for, the share of that window's requests that missed, the load per replica then,
     #: and when (see ``need``: a breach the added replica did not lower adds no more).
