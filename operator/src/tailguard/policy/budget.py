@@ -29,7 +29,9 @@ before help could arrive. Three pieces, all pure:
   budget still lasts, the gain goes on rising up to the ceiling its caller gives, and what it
   relaxes is the planned utilization (:func:`utilization_relief`): the share of the learned
   capacity the load now is sized to use. A stationary load that meets its target with room then
-  sheds the replica the fixed margin kept, and the first burn takes the margin back first.
+  grows no replica for the fixed margin, and the first burn takes the margin back first. A fleet
+  that grew to that replica before the relief was earned keeps it until the load falls: the
+  scale-down band stays below the target utilization (``need._fits_fewer``).
 """
 
 from __future__ import annotations
