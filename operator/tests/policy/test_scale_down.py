@@ -16,7 +16,7 @@ from tailguard.policy import Limit, PolicyConfig, PolicyState, Reason
 from tailguard.policy.arrivals import Arrivals, Outlook
 from tailguard.policy.budget import BudgetMemory, Headroom
 from tailguard.policy.limits import apply_limits
-from tailguard.policy.need import Need, _gradual_fall
+from tailguard.policy.need import Need, _gradual_fall, _kept_shed
 
 
 def _after_breach(config: PolicyConfig) -> Run:
@@ -190,3 +190,57 @@ def test_which_fall_is_gradual(
     ahead = Outlook(level, level, falling, level * 0.95, level, 90.0, level)
     room = Headroom(jump, 1.0, 80.0, 0.98, learned, None, None)
     assert _gradual_fall(CONFIG, state, load, ahead, room, now) is gradual
+
+
+@pytest.mark.parametrize(
+    ("shed", "current", "broken", "relieved", "burn_short", "kept"),
+    [
+        ((7, 74.2), 7, False, True, 0.3, True),
+        ((7, 74.2), 8, False, True, 0.3, False),
+        ((7, 74.2), 7, True, True, 0.3, False),
+        ((7, 74.2), 7, False, False, 0.3, False),
+        ((7, 74.2), 7, False, True, 1.0, False),
+        ((7, 74.2), 7, False, True, None, False),
+        ((None, None), 7, False, True, 0.3, False),
+    ],
+    ids=[
+        "the shed fleet serves",
+        "the fleet changed since",
+        "the SLO broke",
+        "the relief ended",
+        "the budget burns as fast as it accrues",
+        "no attainment yet",
+        "nothing shed",
+    ],
+)
+def test_a_shed_stands_while_its_fleet_serves_within_a_lasting_budget(
+    shed: tuple[int | None, float | None],
+    current: int,
+    broken: bool,
+    relieved: bool,
+    burn_short: float | None,
+    kept: bool,
+) -> None:
+    """The relief's shed keeps its fleet against chance only while that fleet serves, the SLO
+    holds, the relief lasts and the short window burns the budget slower than it accrues."""
+    state = PolicyState(shed_replicas=shed[0], shed_capacity=shed[1])
+    room = Headroom(1.2, 1.0, 80.0, 0.98, True, burn_short, 0.2)
+    got = _kept_shed(CONFIG, state, current, broken, relieved, room)
+    if not kept:
+        assert got is None
+        return
+    assert got is not None
+    assert (got.replicas, got.capacity) == (7, 74.2)
+    # three Poisson spreads of the rate window's count at that load: about 3.3% at 74 req/s
+    count = 74.2 * CONFIG.rate_window_s
+    assert got.within == pytest.approx(74.2 * (1.0 + 3.0 / math.sqrt(count)))
+
+
+def test_a_shed_survives_a_restart() -> None:
+    """The shed fleet and the load it was judged to hold travel in the state annotation; a torn
+    value keeps the default (none kept)."""
+    state = PolicyState(shed_replicas=7, shed_capacity=74.2)
+    again = PolicyState.from_json(state.to_json())
+    assert (again.shed_replicas, again.shed_capacity) == (7, 74.2)
+    torn = PolicyState.from_json('{"shed_replicas": "seven", "shed_capacity": 74.2}')
+    assert torn.shed_replicas is None

@@ -44,8 +44,8 @@ def test_state_stays_small() -> None:
     run = Run()
     for i in range(200):
         run.step(healthy(40 + (i % 7) * 10, run.replicas))
-    # About 2.7 kB, half of it the error budget's three histograms; far below an annotation's limit.
-    assert len(run.state.to_json()) < 2750
+    # About 2.75 kB, half of it the error budget's three histograms; far below an annotation's limit.
+    assert len(run.state.to_json()) < 2800
 
 
 def test_a_jump_histogram_written_before_it_reached_78x_is_kept() -> None:

@@ -16,17 +16,17 @@ from tailguard.sim.runner import Scenario, with_lead_in_schedule
 LEAD_S = 3600.0
 
 
-def steady_70b(seconds: float, **fields: Any) -> Scenario:
+def steady_70b(seconds: float, *, lead_s: float = LEAD_S, **fields: Any) -> Scenario:
     """A stationary Poisson load of 70 req/s on the 70B replica (seven serve it within a 0.99
-    target, six do not) for ``seconds`` after an hour's lead-in, served by the lead-in's fleet;
-    ``fields`` override the scenario's."""
-    trace = synthetic.poisson(70, seconds, mix=synthetic.CHAT, seed=1, lead_s=LEAD_S)
+    target, six do not) for ``seconds`` after ``lead_s`` of lead-in (an hour unless given), served
+    by the lead-in's fleet; ``fields`` override the scenario's."""
+    trace = synthetic.poisson(70, seconds, mix=synthetic.CHAT, seed=1, lead_s=lead_s)
     scenario = Scenario(
         trace=trace,
         profile=get_profile("h100x2-llama3-70b-fp8"),
         slo=SloTarget(1.0, 0.1, 0.99),
         seed=1,
-        warmup_s=LEAD_S,
+        warmup_s=lead_s,
         **fields,
     )
     return with_lead_in_schedule(scenario)

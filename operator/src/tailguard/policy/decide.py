@@ -185,6 +185,8 @@ def _next_state(
         rollout_pending_since=steps.pending_since,
         last_breach_at=now if window.broken else state.last_breach_at,
         breach_load=load.level if window.broken else state.breach_load,
+        shed_replicas=need.shed.replicas if need.shed else None,
+        shed_capacity=need.shed.capacity if need.shed else None,
         probe_replicas=probe.replicas if probe else None,
         probe_misses=probe.misses if probe else None,
         probe_load=probe.load if probe else None,

@@ -54,6 +54,10 @@ _FALL_SPREADS = 2.0
 _HOLD_BAND = 0.25
 
 
+#: Poisson spreads of the rate window's count a load shed on a lasting budget keeps below the
+#: relieved utilization (``_fits_fewer``).
+_SHED_SPREADS = 3.0
+
 #: Capacity bounds that are a full batch's throughput, not an SLO's edge (``Capacity.bound``).
 _SLOT_BOUNDS = ("max batch", "KV cache")
 
@@ -94,6 +98,20 @@ class Need:
     gradual_fall: bool = False
     #: The last replica added for a breach the model saw room for (:class:`Probe`), to keep.
     probe: Probe | None = None
+    #: The relief's shed to keep (:class:`Shed`): one asked for now, or the one still standing.
+    shed: Shed | None = None
+
+
+@dataclass(frozen=True)
+class Shed:
+    """A replica the budget's relief shed: the fleet it leaves, and the load (req/s) that fleet
+    was judged to hold at the relieved utilization."""
+
+    replicas: int
+    capacity: float
+    #: The most a reading of the load may show before the shed fleet grows back: the capacity
+    #: with the band of chance a shed is judged with (:func:`_noise_band`).
+    within: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -325,21 +343,38 @@ def size_need(
         if drained is not None and drained[0] > up:
             up, draining = drained
     withheld = ""
+    shed_to: int | None = None
+    kept = _kept_shed(config, state, current, broken, relieved, room)
+    rising = max(demand, ahead.forecast, ahead.drift if relieved else 0.0)
+    keeping = False
     if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
         # Replicas are starting for this breach: wait for them unless the need grew clearly.
         recommended = current
+    elif up > current and kept is not None and rising <= kept.within:
+        # A replica the relief shed is not taken back for chance within what it was shed for.
+        recommended, keeping = current, True
     elif up > current:
         recommended = up
     elif broken:
         added, withheld, probe = _one_more(config, state, obs, replica, load, memory, window)
         recommended = current + 1 if added else current
     else:
-        recommended = _fits_fewer(config, sizing, at, current)
+        shed_load = None
+        if relieved and window.settled and _budget_lasts(room):
+            # What the way up reads at the smaller fleet: the trend's reach and the largest load of
+            # the horizon, not a dip's reading.
+            recent = max((seen_then for _, seen_then in memory.loads), default=0.0)
+            shed_load = max(demand, ahead.forecast, ahead.drift, recent)
+        recommended = _fits_fewer(config, sizing, at, current, shed_load=shed_load)
+        if recommended < _fits_fewer(config, sizing, at, current, shed_load=None):
+            shed_to = recommended
     held = _banded(held, recommended, current, seen)
     # A breach asks for at least the hold too: the load it was learned for may be the very burst
     # that broke the SLO, and a fleet still short of the hold (after a restart, a manual
     # scale-down) would otherwise be sized for the breach's load alone.
     holding = held.replicas is not None and held.replicas > recommended
+    if holding and kept is not None and recommended == current and held.load <= kept.within:
+        holding, keeping = False, True
     if held.replicas is not None and holding:
         recommended = held.replicas
     remembered = _remembered(obs, sizing, at, recommended, broken)
@@ -370,9 +405,31 @@ def size_need(
         relief_said = f"sized at {u:.0%} of it while the error budget lasts"
         if drifted:
             relief_said += f", for the load rising to {ahead.drift:.1f} in {ahead.horizon_s:.0f} s"
+        if shed_to is not None and recommended == shed_to:
+            relief_said += (
+                f", and down to {recommended} within {_SHED_SPREADS:.0f} spreads of chance of it:"
+                " the budget lasted with room over the short and the long window"
+            )
         parts.append(relief_said)
+    if keeping and kept is not None:
+        parts.append(f"kept at {current}: within the {kept.capacity:.1f} req/s it was shed for")
+    shed = None
+    if shed_to is not None and recommended == shed_to:
+        shed = Shed(shed_to, shed_to * per_replica * u)
+    elif kept is not None and recommended == current:
+        shed = kept
     code = _code(broken, recommended, current)
-    return Need(recommended, code, tuple(parts), sized, memory, remembered, gradual_fall=gradual, probe=probe)
+    return Need(
+        recommended,
+        code,
+        tuple(parts),
+        sized,
+        memory,
+        remembered,
+        gradual_fall=gradual,
+        probe=probe,
+        shed=shed,
+    )
 
 
 def _utilization(config: PolicyConfig, cap: ReplicaCapacity, memory: BudgetMemory) -> tuple[float, float]:
@@ -510,19 +567,62 @@ def _one_more(
     return True, "", probe
 
 
-def _fits_fewer(config: PolicyConfig, sizing: Sizing, at: _At, current: int) -> int:
+def _fits_fewer(
+    config: PolicyConfig, sizing: Sizing, at: _At, current: int, *, shed_load: float | None
+) -> int:
     """The fleet once the load fits fewer replicas with a margin (hysteresis), or at the target
-    utilization when the trend confirms a fall; never above ``current``."""
+    utilization when the trend confirms a fall; never above ``current``. ``shed_load``: the load
+    (req/s) that may also be sized at the relieved utilization, with the band of its chance
+    (:func:`_noise_band`), while the budget lasts (:func:`_budget_lasts`); ``None``: not now."""
     # The margin is below the target utilization the user set, whatever the budget relieves: a
     # relieved fleet grows later on a noisy steady load and shrinks no sooner (a band that moved
     # up with the relief put a steady load of two replicas' worth on its edge: a reversal every
-    # few minutes).
+    # few minutes). Only a settled fleet whose budget lasted with room over the last hour as well
+    # as the last minutes may shed to the relieved capacity, and only with the horizon's largest
+    # load and the trend's reach three Poisson spreads under it: a fleet that grew before the
+    # relief was earned (a cold start, a burst) otherwise kept the margin's replica for as long as
+    # the load held, and a band that read a dip took the replica back minutes later.
     load, ahead = sizing.load, sizing.ahead
     demand = ahead.demand
     down_u = at.u if ahead.falling else max(0.05, at.planned - config.scale_down_margin)
     down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
     down = ceil_replicas(down_load / (at.per_replica * down_u))
+    if shed_load is not None and not ahead.falling:
+        band = 1.0 + _noise_band(config, shed_load)
+        down = min(down, ceil_replicas(shed_load * band / (at.per_replica * at.u)))
     return min(current, down) if down < current else current
+
+
+def _noise_band(config: PolicyConfig, load: float) -> float:
+    """The share of ``load`` that ``_SHED_SPREADS`` Poisson spreads of the rate window's count
+    make: how far below the relieved capacity a shed fleet's load must sit for chance not to
+    take it back up (1 without requests)."""
+    count = max(load, 0.0) * config.rate_window_s
+    return min(1.0, _SHED_SPREADS / math.sqrt(count)) if count > 0.0 else 1.0
+
+
+def _kept_shed(
+    config: PolicyConfig, state: PolicyState, current: int, broken: bool, relieved: bool, room: Headroom
+) -> Shed | None:
+    """The relief's last shed while it stands: the fleet it left still serves, the SLO holds, the
+    relief lasts and the short window burns the budget slower than it accrues (``None``: none).
+    A shed needs the load three spreads of chance below the relieved capacity; chance that takes a
+    reading as far above it is no reason to grow back (a steady 70 req/s went 8 → 7 → 8 when the
+    trend's reach read 73.3 against the 72.8 the smaller fleet's capacity read, and a hold on a
+    step's calm 3 → 2 → 3 within two minutes)."""
+    replicas, capacity = state.shed_replicas, state.shed_capacity
+    if replicas is None or capacity is None or replicas != current or broken or not relieved:
+        return None
+    if room.burn_short is None or room.burn_short >= 1.0:
+        return None
+    return Shed(replicas, capacity, capacity * (1.0 + _noise_band(config, capacity)))
+
+
+def _budget_lasts(room: Headroom) -> bool:
+    """The budget burned under half its rate over both the short and the long window: the slack
+    that relaxes the gain, held for an hour."""
+    short, long = room.burn_short, room.burn_long
+    return short is not None and long is not None and short < 0.5 and long < 0.5
 
 
 def _remembered(obs: Observation, sizing: Sizing, at: _At, recommended: int, broken: bool) -> int | None:

@@ -81,6 +81,10 @@ class PolicyState:
     #: When the SLO was last seen broken, and the arrivals' smoothed level (req/s) then.
     last_breach_at: float | None = None
     breach_load: float | None = None
+    #: The fleet the budget's relief last shed a replica to, and the load (req/s) that fleet was
+    #: judged to hold then (``need``: chance within it takes no replica back); ``None``: none kept.
+    shed_replicas: int | None = None
+    shed_capacity: float | None = None
     #: The last replica added for a breach the model saw room for: the replicas serving when it
     #: was asked for, the share of that window's requests that missed, the load per replica then,
     #: and when (see ``need``: a breach the added replica did not lower adds no more).
@@ -155,7 +159,7 @@ def _parse_field(name: str, value: Any) -> Any:
     """One field of the stored state, type-checked; ``_INVALID`` keeps the default."""
     if name in ("version", "last_direction"):
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
-    if name in ("ready", "probe_replicas", "max_batch_before", "rollout_base"):
+    if name in ("ready", "probe_replicas", "max_batch_before", "rollout_base", "shed_replicas"):
         if value is None:
             return None
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else _INVALID
