@@ -29,9 +29,11 @@ before help could arrive. Three pieces, all pure:
   budget still lasts, the gain goes on rising up to the ceiling its caller gives, and what it
   relaxes is the planned utilization (:func:`utilization_relief`): the share of the learned
   capacity the load now is sized to use. A stationary load that meets its target with room then
-  grows no replica for the fixed margin, and the first burn takes the margin back first. A fleet
-  that grew to that replica before the relief was earned keeps it until the load falls: the
-  scale-down band stays below the target utilization (``need._fits_fewer``).
+  grows no replica for the fixed margin, and the first burn takes the margin back first. The
+  scale-down band stays below the target utilization (``need._fits_fewer``); a fleet that grew to
+  that replica before the relief was earned sheds it only once the budget has lasted with room
+  over the long window as well as the short one, and then keeps the smaller fleet against chance
+  (``need._kept_shed``).
 """
 
 from __future__ import annotations
