@@ -111,7 +111,7 @@ class Shed:
     capacity: float
     #: The most a reading of the load may show before the shed fleet grows back: the capacity
     #: with the band of chance a shed is judged with (:func:`_noise_band`).
-    within: float = 0.0
+    within: float
 
 
 @dataclass(frozen=True)
@@ -335,7 +335,8 @@ def size_need(
     # (a load tripling in an hour broke the SLO at every replica it crossed, each new one ready
     # only after the load had outgrown the fleet).
     drifted = relieved and ahead.drift > max(demand, ahead.forecast)
-    up = ceil_replicas(max(demand, ahead.forecast, ahead.drift if relieved else 0.0) / (per_replica * u))
+    rising = max(demand, ahead.forecast, ahead.drift if relieved else 0.0)
+    up = ceil_replicas(rising / (per_replica * u))
     on_the_way = obs.starting_replicas + obs.pending_replicas
     draining = ""
     if broken and not obs.pending_replicas:
@@ -345,7 +346,6 @@ def size_need(
     withheld = ""
     shed_to: int | None = None
     kept = _kept_shed(config, state, current, broken, relieved, room)
-    rising = max(demand, ahead.forecast, ahead.drift if relieved else 0.0)
     keeping = False
     if up > current and broken and on_the_way and up <= math.ceil(current * 1.2):
         # Replicas are starting for this breach: wait for them unless the need grew clearly.
@@ -359,15 +359,14 @@ def size_need(
         added, withheld, probe = _one_more(config, state, obs, replica, load, memory, window)
         recommended = current + 1 if added else current
     else:
-        shed_load = None
-        if relieved and window.settled and _budget_lasts(room):
+        recommended = _fits_fewer(config, sizing, at, current)
+        if relieved and window.settled and not ahead.falling and _budget_lasts(room):
             # What the way up reads at the smaller fleet: the trend's reach and the largest load of
             # the horizon, not a dip's reading.
             recent = max((seen_then for _, seen_then in memory.loads), default=0.0)
-            shed_load = max(demand, ahead.forecast, ahead.drift, recent)
-        recommended = _fits_fewer(config, sizing, at, current, shed_load=shed_load)
-        if recommended < _fits_fewer(config, sizing, at, current, shed_load=None):
-            shed_to = recommended
+            fewer = _relieved_fit(config, max(demand, ahead.forecast, ahead.drift, recent), at)
+            if fewer < recommended:
+                recommended = shed_to = fewer
     held = _banded(held, recommended, current, seen)
     # A breach asks for at least the hold too: the load it was learned for may be the very burst
     # that broke the SLO, and a fleet still short of the hold (after a restart, a manual
@@ -415,7 +414,7 @@ def size_need(
         parts.append(f"kept at {current}: within the {kept.capacity:.1f} req/s it was shed for")
     shed = None
     if shed_to is not None and recommended == shed_to:
-        shed = Shed(shed_to, shed_to * per_replica * u)
+        shed = _shed(config, shed_to, shed_to * per_replica * u)
     elif kept is not None and recommended == current:
         shed = kept
     code = _code(broken, recommended, current)
@@ -567,30 +566,29 @@ def _one_more(
     return True, "", probe
 
 
-def _fits_fewer(
-    config: PolicyConfig, sizing: Sizing, at: _At, current: int, *, shed_load: float | None
-) -> int:
+def _fits_fewer(config: PolicyConfig, sizing: Sizing, at: _At, current: int) -> int:
     """The fleet once the load fits fewer replicas with a margin (hysteresis), or at the target
-    utilization when the trend confirms a fall; never above ``current``. ``shed_load``: the load
-    (req/s) that may also be sized at the relieved utilization, with the band of its chance
-    (:func:`_noise_band`), while the budget lasts (:func:`_budget_lasts`); ``None``: not now."""
+    utilization when the trend confirms a fall; never above ``current``."""
     # The margin is below the target utilization the user set, whatever the budget relieves: a
     # relieved fleet grows later on a noisy steady load and shrinks no sooner (a band that moved
     # up with the relief put a steady load of two replicas' worth on its edge: a reversal every
-    # few minutes). Only a settled fleet whose budget lasted with room over the last hour as well
-    # as the last minutes may shed to the relieved capacity, and only with the horizon's largest
-    # load and the trend's reach three Poisson spreads under it: a fleet that grew before the
-    # relief was earned (a cold start, a burst) otherwise kept the margin's replica for as long as
-    # the load held, and a band that read a dip took the replica back minutes later.
+    # few minutes). Only a lasting budget sheds past it (:func:`_relieved_fit`).
     load, ahead = sizing.load, sizing.ahead
     demand = ahead.demand
     down_u = at.u if ahead.falling else max(0.05, at.planned - config.scale_down_margin)
     down_load = min(demand, max(load.flowed, ahead.nowcast)) if ahead.falling else demand
     down = ceil_replicas(down_load / (at.per_replica * down_u))
-    if shed_load is not None and not ahead.falling:
-        band = 1.0 + _noise_band(config, shed_load)
-        down = min(down, ceil_replicas(shed_load * band / (at.per_replica * at.u)))
     return min(current, down) if down < current else current
+
+
+def _relieved_fit(config: PolicyConfig, load: float, at: _At) -> int:
+    """The fleet that holds ``load`` (req/s) at the relieved utilization with the band of its
+    chance (:func:`_noise_band`) to spare: where a settled fleet whose budget lasted with room over
+    the last hour as well as the last minutes (:func:`_budget_lasts`) may shed to. A fleet that
+    grew before the relief was earned (a cold start, a burst) otherwise kept the margin's replica
+    for as long as the load held; judged on the horizon's largest load and the trend's reach, not
+    the window's reading, a dip does not shed it."""
+    return ceil_replicas(load * (1.0 + _noise_band(config, load)) / (at.per_replica * at.u))
 
 
 def _noise_band(config: PolicyConfig, load: float) -> float:
@@ -615,6 +613,11 @@ def _kept_shed(
         return None
     if room.burn_short is None or room.burn_short >= 1.0:
         return None
+    return _shed(config, replicas, capacity)
+
+
+def _shed(config: PolicyConfig, replicas: int, capacity: float) -> Shed:
+    """A shed to ``replicas`` judged to hold ``capacity`` (req/s), with its band of chance."""
     return Shed(replicas, capacity, capacity * (1.0 + _noise_band(config, capacity)))
 
 
