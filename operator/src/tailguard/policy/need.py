@@ -364,7 +364,7 @@ def size_need(
             # What the way up reads at the smaller fleet: the trend's reach and the largest load of
             # the horizon, not a dip's reading.
             recent = max((seen_then for _, seen_then in memory.loads), default=0.0)
-            fewer = _relieved_fit(config, max(demand, ahead.forecast, ahead.drift, recent), at)
+            fewer = _relieved_fit(config, max(rising, recent), at)
             if fewer < recommended:
                 recommended = shed_to = fewer
     held = _banded(held, recommended, current, seen)
