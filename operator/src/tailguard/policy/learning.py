@@ -8,6 +8,7 @@ what the SLO says: cut when it broke at a steady load, recovered when it held wi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -51,11 +52,12 @@ _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
 #: thought large enough cuts the correction by ``_BURST_CUT``.
 _CUT_BUDGETS = 5.0
 _BURST_CUT = 0.85
+#: A scrape interval's count within this many Poisson spreads of the rate window's mean is
+#: chance, not a burst (the same test as a burst reading's, ``arrivals._BURST_SPREADS``).
+_CHANCE_SPREADS = 2.0
 #: How unlikely those misses must be at that share before they count (one in a thousand: a
 #: service decides every 15 s, and a cut is remembered for hours).
 _CUT_SIGNIFICANCE = 0.001
-#: How fast the burst correction recovers while the budget lasts (share per hour).
-_BURST_RECOVERY = 0.2
 
 
 @dataclass(frozen=True)
@@ -272,8 +274,9 @@ class ReplicaCapacity:
     per_replica: float | None
     #: Saturated replicas: the capacity is what they measurably finish.
     saturated: bool
-    #: The share of ``healthy`` a burst meets without breaking the SLO (learned from bursts that
-    #: broke it on a fleet held for them; ≤ 1): what the error budget's hold sizes with.
+    #: The share of ``healthy`` a burst meets without breaking the SLO (from the modelled prefill
+    #: queue, what the replicas sustained over a rate window, and the bursts that broke it on a
+    #: fleet held for them; ≤ 1): what the error budget's hold sizes with.
     burst_scale: float = 1.0
     #: When a burst's breach last cut ``burst_scale``.
     cut_at: float | None = None
@@ -470,14 +473,18 @@ def _burst_correction(
     high: the windows read a burst shorter than they are at a fraction of its height, and prompts
     queueing behind prompts hold TTFT where the throughput would not. Cut by ``_BURST_CUT``, once
     per breach, never below ``floor()`` (what the modelled prefill queue keeps within the TTFT SLO
-    at a steady load). It recovers while the error budget lasts: both windows under half a burn.
+    at a steady load).
 
     Before any burst was judged it starts at ``floor()``: a burst of a few seconds is a steady
     queue for that long, and the throughput capacity, twice that bound where prompts take most of
     the engine's time, let the first bursts break the SLO before anything was learned. What the
-    replicas show lifts it: a burst window served within the SLO grants its rate per replica.
+    replicas sustain lifts it: a rate window served within the SLO grants what each replica that
+    served it finished per second (:func:`_sustained`). A burst window's count does not: it reads
+    the burst's requests, not its shape (one served at 0.993 lifted the correction to 91%, and a
+    ten-second burst then broke that fleet at half of it). Nor does time alone: a calm that never
+    comes near the correction says nothing of what a burst costs.
     """
-    now, elapsed, broken = window.now, window.elapsed, window.broken
+    now, broken = window.now, window.broken
     scale, cut_at = min(1.0, state.burst_scale), state.burst_cut_at
     if cut_at is None and scale >= 1.0:
         prior = floor()
@@ -487,7 +494,6 @@ def _burst_correction(
         # (the bound moves with the model: a correction never sits below where it is now)
         scale = max(floor(), scale)
     budget = config.error_budget
-    memory = state.budget
     good = good_share(obs)
     # One cut per breach: none while the windows still carry the burst that made the last one.
     may_cut = cut_at is None or now - cut_at >= 2.0 * config.rate_window_s
@@ -500,25 +506,38 @@ def _burst_correction(
         and max(load.flowed, load.burst) <= held_for
     ):
         return max(floor(), _BURST_CUT * scale), now
-    shown = _served_burst(config, obs, good, broken)
+    shown = _sustained(config, obs, load, good, broken, now)
     if shown is not None and healthy > 0:
         scale = max(scale, min(1.0, shown / healthy))
-    short = burn_rate(memory.good_short, memory.all_short, budget)
-    long = burn_rate(memory.good_long, memory.all_long, budget)
-    if not broken and short is not None and long is not None and short < 0.5 and long < 0.5:
-        scale = min(1.0, scale * (1.0 + _BURST_RECOVERY * elapsed / 3600.0))
     return scale, cut_at
 
 
-def _served_burst(config: PolicyConfig, obs: Observation, good: float | None, broken: bool) -> float | None:
-    """The burst window's rate per ready replica when the window met the goodput target and no
-    replica was starting (``None`` otherwise): a rate the replicas have shown they hold."""
-    rate = obs.request_rate_burst
+def _sustained(
+    config: PolicyConfig, obs: Observation, load: Arrivals, good: float | None, broken: bool, now: float
+) -> float | None:
+    """What each replica held per second, when the window met the goodput target and no replica
+    was starting (``None`` otherwise): a rate the replicas have shown they hold.
+
+    That is the rate window's mean, or the burst window's last interval where its count lies
+    within chance of that mean (``_CHANCE_SPREADS``): such an interval ran at about one rate
+    throughout, and the replicas held it. A count beyond chance is a burst whose shape it does
+    not show. Counted over the larger of the replicas ready now and those that served on average
+    in the window (``None`` without that average): a fleet that shrank within the window finished
+    its requests on more replicas than are ready now."""
+    rate = obs.request_rate
     if broken or good is None or good < config.goodput_target or rate is None or not finite(rate):
         return None
     if obs.ready_replicas <= 0 or obs.starting_replicas:
         return None
-    return rate / obs.ready_replicas
+    served = window_serving(load.in_flight, now, config.rate_window_s)
+    if not served:
+        return None
+    burst = obs.request_rate_burst
+    if burst is not None and finite(burst):
+        span = 0.5 * config.burst_window_s
+        count = rate * span
+        rate = max(rate, min(burst, (count + _CHANCE_SPREADS * math.sqrt(max(count, 1.0))) / span))
+    return rate / max(served, float(obs.ready_replicas))
 
 
 def _lost_many(config: PolicyConfig, obs: Observation, good: float | None, share: float) -> bool:

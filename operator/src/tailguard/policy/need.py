@@ -760,6 +760,6 @@ def _holding_sentence(held: Held, startup_s: float, burst_scale: float, seen: fl
     if burst_scale < 0.995:
         after += (
             f"; bursts sized at {burst_scale:.0%} of the capacity (the prefill queue's TTFT bound, "
-            "corrected by the bursts served and broken)"
+            "corrected by the windows served and the bursts broken)"
         )
     return f"holding {held.replicas} for {load:.1f} req/s: {what}{after}"
