@@ -479,10 +479,11 @@ def _burst_correction(
     queue for that long, and the throughput capacity, twice that bound where prompts take most of
     the engine's time, let the first bursts break the SLO before anything was learned. What the
     replicas sustain lifts it: a rate window served within the SLO grants what each replica that
-    served it finished per second (:func:`_sustained`). A burst window's count does not: it reads
-    the burst's requests, not its shape (one served at 0.993 lifted the correction to 91%, and a
-    ten-second burst then broke that fleet at half of it). Nor does time alone: a calm that never
-    comes near the correction says nothing of what a burst costs.
+    served it finished per second, and a burst window's count only within chance of that mean
+    (:func:`_sustained`). Beyond it the count reads the burst's requests, not its shape (one
+    served at 0.993 lifted the correction to 91%, and a ten-second burst then broke that fleet at
+    half of it). Nor does time alone: a calm that never comes near the correction says nothing of
+    what a burst costs.
     """
     now, broken = window.now, window.broken
     scale, cut_at = min(1.0, state.burst_scale), state.burst_cut_at
