@@ -271,7 +271,19 @@ class BurstCount:
         count = self.count if self.flow_known else self.upper_count
         if count is None:
             return None
-        return (count + _BURST_SPREADS * math.sqrt(max(count, 1.0))) / self.span
+        return chance_ceiling(count, self.span)
+
+
+def chance_ceiling(count: float, span_s: float) -> float:
+    """The most arrivals per second ``count`` requests over ``span_s`` seconds may stand for by
+    chance: the count plus ``_BURST_SPREADS`` Poisson spreads, over the span."""
+    return (count + _BURST_SPREADS * math.sqrt(max(count, 1.0))) / span_s
+
+
+def burst_span_s(config: PolicyConfig) -> float:
+    """The span of the burst window's count: one scrape interval (the window holds two scrapes,
+    and the rate is one interval's increase)."""
+    return 0.5 * config.burst_window_s
 
 
 def burst_count(
@@ -285,8 +297,7 @@ def burst_count(
     rate, now = obs.request_rate_burst, obs.sample_time
     if rate is None or not math.isfinite(rate) or rate < 0 or now is None:
         return None
-    # Two scrapes: the rate is one interval's increase.
-    span = 0.5 * config.burst_window_s
+    span = burst_span_s(config)
     flow = _in_flight_change(history, now, in_flight, serving, span)
     if flow is not None:
         return BurstCount(max(0.0, rate + flow) * span, span, True)

@@ -8,11 +8,17 @@ what the SLO says: cut when it broke at a steady load, recovered when it held wi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tailguard.policy.arrivals import Arrivals, queue_waited, steady, window_serving
+from tailguard.policy.arrivals import (
+    Arrivals,
+    burst_span_s,
+    chance_ceiling,
+    queue_waited,
+    steady,
+    window_serving,
+)
 from tailguard.policy.budget import burn_rate, planned_utilization
 from tailguard.policy.capacity import (
     Batching,
@@ -52,9 +58,6 @@ _SCALE_MIN, _SCALE_MAX = 0.2, 2.0
 #: thought large enough cuts the correction by ``_BURST_CUT``.
 _CUT_BUDGETS = 5.0
 _BURST_CUT = 0.85
-#: A scrape interval's count within this many Poisson spreads of the rate window's mean is
-#: chance, not a burst (the same test as a burst reading's, ``arrivals._BURST_SPREADS``).
-_CHANCE_SPREADS = 2.0
 #: How unlikely those misses must be at that share before they count (one in a thousand: a
 #: service decides every 15 s, and a cut is remembered for hours).
 _CUT_SIGNIFICANCE = 0.001
@@ -520,7 +523,7 @@ def _sustained(
     was starting (``None`` otherwise): a rate the replicas have shown they hold.
 
     That is the rate window's mean, or the burst window's last interval where its count lies
-    within chance of that mean (``_CHANCE_SPREADS``): such an interval ran at about one rate
+    within chance of that mean (``arrivals.chance_ceiling``): such an interval ran at about one rate
     throughout, and the replicas held it. A count beyond chance is a burst whose shape it does
     not show. Counted over the larger of the replicas ready now and those that served on average
     in the window (``None`` without that average): a fleet that shrank within the window finished
@@ -535,9 +538,8 @@ def _sustained(
         return None
     burst = obs.request_rate_burst
     if burst is not None and finite(burst):
-        span = 0.5 * config.burst_window_s
-        count = rate * span
-        rate = max(rate, min(burst, (count + _CHANCE_SPREADS * math.sqrt(max(count, 1.0))) / span))
+        span = burst_span_s(config)
+        rate = max(rate, min(burst, chance_ceiling(rate * span, span)))
     return rate / max(served, float(obs.ready_replicas))
 
 
