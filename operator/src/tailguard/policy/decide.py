@@ -171,6 +171,7 @@ def _next_state(
         tpot_offset_s=engine.tpot_offset_s,
         prompt_cost_s=engine.prompt_cost_s,
         capacity_scale=cap.scale,
+        capacity_shown=cap.shown,
         burst_scale=cap.burst_scale,
         burst_cut_at=cap.cut_at,
         capacity_ceiling=cap.ceiling,

@@ -286,6 +286,9 @@ class ReplicaCapacity:
     #: The most one replica sustains (req/s), learned while the error budget burned on a fleet
     #: that did not settle; it bounds ``healthy`` (``None``: no bound).
     ceiling: float | None = None
+    #: The most one replica served with margin beyond the model's figure (req/s): what a
+    #: ``scale`` above 1 stands for (``None`` while it is at most 1).
+    shown: float | None = None
 
     @property
     def burst(self) -> float | None:
@@ -337,9 +340,11 @@ def replica_capacity(
     if ceiling is not None and not broken and not _budget_burning(config, state):
         # It fades by 10% per five minutes while the budget no longer burns.
         ceiling *= 1.0 + 0.1 * elapsed / 300.0
+    shown = state.capacity_shown
     if cap is not None and replica.per_replica_rate is not None and not idle:
         per = replica.per_replica_rate
         modelled = cap
+        scale, shown = _raise_within_shown(scale, shown, cap.rate)
 
         def floor() -> float:
             return _ttft_floor(config, model, engine, obs, replica, modelled)
@@ -400,6 +405,8 @@ def replica_capacity(
             # fades (10% per five healthy minutes) so one bad episode is not remembered forever.
             recovered = min(1.0, scale * (1.0 + 0.1 * elapsed / 300.0)) if scale < 1.0 else scale
             scale = max(recovered, per / cap.rate)
+            if per > cap.rate:
+                shown = max(shown or 0.0, per)
         scale = min(_SCALE_MAX, max(_SCALE_MIN, scale))
         burst_scale, cut_at = _burst_correction(config, state, obs, load, cap.rate * scale, floor, window)
     healthy = cap.rate * scale if cap is not None else None
@@ -412,6 +419,7 @@ def replica_capacity(
         model=model,
         modelled=cap,
         scale=scale,
+        shown=shown if scale > 1.0 else None,
         healthy=healthy,
         per_replica=_finishing_now(obs, replica) if saturated else healthy,
         saturated=saturated,
@@ -419,6 +427,22 @@ def replica_capacity(
         cut_at=cut_at,
         ceiling=ceiling,
     )
+
+
+def _raise_within_shown(scale: float, shown: float | None, modelled: float) -> tuple[float, float | None]:
+    """A correction above 1 lifts the model's figure no further than what a replica was shown to
+    serve with margin (``shown``, req/s). The raise is a share of the figure it was read against,
+    and the model goes on learning: a raise of 21% read in a lead-in's second minute, against a
+    step-time curve still at its prior (19.7 req/s for 23.9 served), stood on the 25.2 req/s the
+    curve learned since, promised 30.5 and let a conversation load that saturates a replica at 25
+    ramp into a queue. Where the model's figure falls (a smaller max batch), the share stands.
+    A correction without its served rate (kept before it was remembered) adopts the figure it
+    gives now."""
+    if scale <= 1.0 or modelled <= 0.0:
+        return scale, shown
+    if shown is None:
+        return scale, scale * modelled
+    return max(1.0, min(scale, shown / modelled)), shown
 
 
 def _budget_burning(config: PolicyConfig, state: PolicyState) -> bool:

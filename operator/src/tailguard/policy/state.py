@@ -52,8 +52,12 @@ class PolicyState:
     #: Seconds one prompt token costs, from the mean prefill time (smoothed); ``None`` while none
     #: was read. The prompt cost's prior where the steps carry too few prompt tokens to fit it.
     prompt_cost_s: float | None = None
-    #: Correction of the model from observed breaches (≤ 1).
+    #: Correction of the model's capacity: below 1 from breaches, above it from loads met with
+    #: margin beyond the model's figure.
     capacity_scale: float = 1.0
+    #: The most one replica served with margin beyond the model's figure (req/s), which bounds a
+    #: correction above 1 (``learning.replica_capacity``); ``None`` while it is at most 1.
+    capacity_shown: float | None = None
     #: The share of the corrected capacity a replica meets of a burst, learned from bursts that
     #: broke the SLO on a fleet held for them (≤ 1); and when a breach last cut it.
     burst_scale: float = 1.0
