@@ -110,6 +110,16 @@ class Run:
         return decision
 
 
+def warmed(replicas: int = 2) -> PolicyState:
+    """A state that has seen light and heavy load on ``replicas``, so the step-time curve is
+    learned."""
+    run = Run(replicas=replicas)
+    for rate in (10.0, 20.0, 30.0, 45.0, 60.0, 45.0, 30.0, 20.0) * 3:
+        run.step(healthy(rate, run.replicas))
+        run.replicas = replicas
+    return run.state
+
+
 def calm_window(now: float, *, elapsed: float = 15.0) -> Window:
     """The window of a decision at ``now`` with every SLO met and the fleet unsettled: what a step
     called alone, outside ``decide``, is given."""

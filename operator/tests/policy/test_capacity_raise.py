@@ -9,19 +9,10 @@ import pytest
 
 from tailguard.policy import PolicyState, decide
 
-from .helpers import CONFIG, Run, healthy
+from .helpers import CONFIG, healthy, warmed
 
-
-def _warmed() -> PolicyState:
-    """Two replicas that have seen light and heavy load: the step-time curve is learned."""
-    run = Run(replicas=2)
-    for rate in (10.0, 20.0, 30.0, 45.0, 60.0, 45.0, 30.0, 20.0) * 3:
-        run.step(healthy(rate, run.replicas))
-        run.replicas = 2
-    return run.state
-
-
-WARM = _warmed()
+#: Two replicas that have seen light and heavy load: the step-time curve is learned.
+WARM = warmed()
 
 
 def _capacity(state: PolicyState, rate: float) -> tuple[float, PolicyState]:

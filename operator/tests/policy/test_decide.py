@@ -8,19 +8,9 @@ from typing import Any
 
 import pytest
 
-from policy.helpers import CONFIG, Run, breached, healthy
+from policy.helpers import CONFIG, Run, breached, healthy, warmed
 from tailguard.policy import Decision, Limit, Observation, PolicyConfig, PolicyState, Reason, decide
 from tailguard.policy.observed import Misses, poisson_tail
-
-
-def warmed(replicas: int = 2) -> PolicyState:
-    """A state that has seen light and heavy load, so the step-time curve is learned."""
-    run = Run(replicas=replicas)
-    for rate in (10.0, 20.0, 30.0, 45.0, 60.0, 45.0, 30.0, 20.0) * 3:
-        run.step(healthy(rate, run.replicas))
-        run.replicas = replicas
-    return run.state
-
 
 WARM = warmed()
 assert WARM.last_valid_at is not None
