@@ -58,8 +58,10 @@ class PolicyState:
     #: The most one replica served with margin beyond the model's figure (req/s), which bounds a
     #: correction above 1 (``learning.replica_capacity``); ``None`` while it is at most 1.
     capacity_shown: float | None = None
-    #: The share of the corrected capacity a replica meets of a burst, learned from bursts that
-    #: broke the SLO on a fleet held for them (≤ 1); and when a breach last cut it.
+    #: The share of the corrected capacity a replica meets of a burst (≤ 1): from the modelled
+    #: prefill queue, lifted by what the replicas sustained over a rate window and cut by bursts
+    #: that broke the SLO on a fleet held for them (``learning._burst_correction``); and when a
+    #: breach last cut it.
     burst_scale: float = 1.0
     burst_cut_at: float | None = None
     #: When a window last taught the step-time curve (``learning.learn_engine``).
